@@ -1,0 +1,2 @@
+//! Authentication (x509, tokens, service accounts) and authorization (RBAC, Node).
+//! Arrives with the security issue.
