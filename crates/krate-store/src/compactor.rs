@@ -19,9 +19,7 @@ pub struct CompactorConfig {
 impl Default for CompactorConfig {
     fn default() -> Self {
         // Upstream's --etcd-compaction-interval default.
-        CompactorConfig {
-            interval: Duration::from_secs(300),
-        }
+        CompactorConfig { interval: Duration::from_secs(300) }
     }
 }
 

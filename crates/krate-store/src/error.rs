@@ -12,23 +12,13 @@ pub enum StoreError {
     /// The key's mod_revision did not match the expected one. `current` is the value the
     /// store holds now, so a caller can retry without another read.
     #[error("key {key:?} was modified: expected revision {expected}, found {}", current.as_ref().map(|kv| kv.mod_revision).unwrap_or(0))]
-    Conflict {
-        key: String,
-        expected: Revision,
-        current: Option<Box<KeyValue>>,
-    },
+    Conflict { key: String, expected: Revision, current: Option<Box<KeyValue>> },
     /// The requested revision is older than the compaction point.
     #[error("revision {requested} has been compacted (compacted revision is {compacted})")]
-    Compacted {
-        requested: Revision,
-        compacted: Revision,
-    },
+    Compacted { requested: Revision, compacted: Revision },
     /// The requested revision is newer than anything written yet.
     #[error("revision {requested} is in the future (current revision is {current})")]
-    FutureRevision {
-        requested: Revision,
-        current: Revision,
-    },
+    FutureRevision { requested: Revision, current: Revision },
     #[error("lease {0} not found")]
     LeaseNotFound(i64),
     #[error("invalid request: {0}")]

@@ -55,13 +55,7 @@ pub trait Store: Send + Sync + 'static {
 
     /// Replaces `key` if its mod_revision is `expected`; `Conflict` (with the current
     /// value) if not, `NotFound` if the key is absent. Returns the new revision.
-    async fn update(
-        &self,
-        key: &str,
-        value: Bytes,
-        expected: Revision,
-        lease: LeaseId,
-    ) -> Result<Revision>;
+    async fn update(&self, key: &str, value: Bytes, expected: Revision, lease: LeaseId) -> Result<Revision>;
 
     /// Deletes `key`, if `expected` is given only when its mod_revision matches. Returns
     /// the revision of the delete and the value deleted.
@@ -72,8 +66,7 @@ pub trait Store: Send + Sync + 'static {
     /// Events arrive in revision order with no gaps and no duplicates. If `after` is older
     /// than what compaction kept, the watch fails with [`StoreError::Compacted`], either
     /// from this call or as the stream's first item. Any error ends the stream.
-    async fn watch(&self, prefix: &str, after: Revision, opts: WatchOptions)
-    -> Result<WatchStream>;
+    async fn watch(&self, prefix: &str, after: Revision, opts: WatchOptions) -> Result<WatchStream>;
 
     /// Discards history before `revision`: reads and watches at older revisions fail with
     /// `Compacted` from now on. The space is reclaimed in the background in small steps.

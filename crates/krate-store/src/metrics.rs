@@ -11,26 +11,18 @@ pub static REQUEST_DURATION: LazyLock<HistogramVec> = LazyLock::new(|| {
         "krate_store_request_duration_seconds",
         "Latency of store operations by backend and operation.",
         &["backend", "operation"],
-        vec![
-            0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
-            2.5
-        ]
+        vec![0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5]
     )
     .expect("metric registers once")
 });
 
 pub static REVISION: LazyLock<IntGaugeVec> = LazyLock::new(|| {
-    register_int_gauge_vec!(
-        "krate_store_revision",
-        "Latest revision written through this process.",
-        &["backend"]
-    )
-    .expect("metric registers once")
+    register_int_gauge_vec!("krate_store_revision", "Latest revision written through this process.", &["backend"])
+        .expect("metric registers once")
 });
 
 pub static WATCHERS: LazyLock<IntGaugeVec> = LazyLock::new(|| {
-    register_int_gauge_vec!("krate_store_watchers", "Open store watches.", &["backend"])
-        .expect("metric registers once")
+    register_int_gauge_vec!("krate_store_watchers", "Open store watches.", &["backend"]).expect("metric registers once")
 });
 
 /// Observes the time from creation to drop under (backend, operation).
@@ -42,19 +34,13 @@ pub struct Timer {
 
 impl Timer {
     pub fn new(backend: &'static str, operation: &'static str) -> Self {
-        Timer {
-            backend,
-            operation,
-            start: Instant::now(),
-        }
+        Timer { backend, operation, start: Instant::now() }
     }
 }
 
 impl Drop for Timer {
     fn drop(&mut self) {
-        REQUEST_DURATION
-            .with_label_values(&[self.backend, self.operation])
-            .observe(self.start.elapsed().as_secs_f64());
+        REQUEST_DURATION.with_label_values(&[self.backend, self.operation]).observe(self.start.elapsed().as_secs_f64());
     }
 }
 

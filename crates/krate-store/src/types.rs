@@ -85,10 +85,7 @@ pub struct RangeRequest {
 
 impl RangeRequest {
     pub fn prefix(prefix: impl Into<String>) -> Self {
-        RangeRequest {
-            prefix: prefix.into(),
-            ..Default::default()
-        }
+        RangeRequest { prefix: prefix.into(), ..Default::default() }
     }
     pub fn limit(mut self, limit: usize) -> Self {
         self.limit = limit;
@@ -143,10 +140,7 @@ mod tests {
 
     #[test]
     fn prefix_end_increments_last_byte() {
-        assert_eq!(
-            prefix_end(b"/registry/pods/"),
-            Some(b"/registry/pods0".to_vec())
-        );
+        assert_eq!(prefix_end(b"/registry/pods/"), Some(b"/registry/pods0".to_vec()));
         assert_eq!(prefix_end(b"a\xff"), Some(b"b".to_vec()));
         assert_eq!(prefix_end(b"\xff\xff"), None);
         assert_eq!(prefix_end(b""), None);

@@ -24,8 +24,8 @@ use rusqlite::Connection;
 use tokio::sync::oneshot;
 
 use crate::{
-    KeyValue, LeaseId, RangeRequest, RangeResponse, Result, Revision, Store, StoreError,
-    StoreStatus, WatchOptions, WatchStream, metrics,
+    KeyValue, LeaseId, RangeRequest, RangeResponse, Result, Revision, Store, StoreError, StoreStatus, WatchOptions,
+    WatchStream, metrics,
 };
 use queries::ReadError;
 use watch::Hub;
@@ -45,12 +45,7 @@ pub struct SqliteConfig {
 
 impl SqliteConfig {
     pub fn new(path: impl Into<PathBuf>) -> Self {
-        SqliteConfig {
-            path: path.into(),
-            watch_ring_events: 8192,
-            watch_ring_bytes: 8 << 20,
-            integrity_check: true,
-        }
+        SqliteConfig { path: path.into(), watch_ring_events: 8192, watch_ring_bytes: 8 << 20, integrity_check: true }
     }
 }
 
@@ -100,9 +95,7 @@ pub struct SqliteStore {
 impl SqliteStore {
     /// Opens or creates the database, checks it, and starts the writer thread.
     pub async fn open(config: SqliteConfig) -> Result<Self> {
-        tokio::task::spawn_blocking(move || Self::open_blocking(config))
-            .await
-            .map_err(StoreError::backend)?
+        tokio::task::spawn_blocking(move || Self::open_blocking(config)).await.map_err(StoreError::backend)?
     }
 
     fn open_blocking(config: SqliteConfig) -> Result<Self> {
@@ -110,15 +103,9 @@ impl SqliteStore {
         let conn = schema::open_writer(&config.path, config.integrity_check)?;
         let shared = Arc::new(Shared::default());
         let revision = queries::meta(&conn, "revision").map_err(StoreError::backend)?;
-        let hub = Arc::new(Hub::new(
-            revision,
-            config.watch_ring_events,
-            config.watch_ring_bytes,
-        ));
+        let hub = Arc::new(Hub::new(revision, config.watch_ring_events, config.watch_ring_bytes));
         let writer = Writer::new(conn, hub.clone(), shared.clone()).map_err(StoreError::backend)?;
-        metrics::REVISION
-            .with_label_values(&["sqlite"])
-            .set(writer.revision());
+        metrics::REVISION.with_label_values(&["sqlite"]).set(writer.revision());
         let (writes, rx) = mpsc::channel();
         let thread = std::thread::Builder::new()
             .name("krate-sqlite-writer".into())
@@ -127,10 +114,7 @@ impl SqliteStore {
         tracing::info!(path = %config.path.display(), revision, "sqlite store open");
         Ok(SqliteStore {
             writes,
-            readers: Arc::new(Readers {
-                path: config.path.clone(),
-                idle: Mutex::new(Vec::new()),
-            }),
+            readers: Arc::new(Readers { path: config.path.clone(), idle: Mutex::new(Vec::new()) }),
             hub,
             shared,
             path: config.path,
@@ -141,18 +125,11 @@ impl SqliteStore {
 
     /// Stops the writer after the queued writes and waits for the final checkpoint.
     pub async fn close(self) -> Result<()> {
-        let SqliteStore {
-            writes,
-            writer_thread,
-            ..
-        } = self;
+        let SqliteStore { writes, writer_thread, .. } = self;
         drop(writes);
         let handle = writer_thread.lock().take();
         if let Some(handle) = handle {
-            tokio::task::spawn_blocking(move || handle.join())
-                .await
-                .map_err(StoreError::backend)?
-                .ok();
+            tokio::task::spawn_blocking(move || handle.join()).await.map_err(StoreError::backend)?.ok();
         }
         Ok(())
     }
@@ -173,16 +150,11 @@ fn lock_exclusive(db: &Path) -> Result<File> {
         .truncate(false)
         .write(true)
         .open(&lock_path)
-        .map_err(|e| {
-            StoreError::backend(format!("{}: {e}", PathBuf::from(&lock_path).display()))
-        })?;
+        .map_err(|e| StoreError::backend(format!("{}: {e}", PathBuf::from(&lock_path).display())))?;
     // SAFETY: flock on a descriptor we own; no memory is involved.
     let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
     if rc != 0 {
-        return Err(StoreError::backend(format!(
-            "{} is in use by another krate process",
-            db.display()
-        )));
+        return Err(StoreError::backend(format!("{} is in use by another krate process", db.display())));
     }
     Ok(file)
 }
@@ -194,9 +166,7 @@ impl Store for SqliteStore {
     }
 
     async fn current_revision(&self) -> Result<Revision> {
-        self.readers
-            .read(|c| Ok(queries::meta(c, "revision")?))
-            .await
+        self.readers.read(|c| Ok(queries::meta(c, "revision")?)).await
     }
 
     async fn status(&self) -> Result<StoreStatus> {
@@ -204,36 +174,23 @@ impl Store for SqliteStore {
             .readers
             .read(|c| {
                 let tx = c.unchecked_transaction()?;
-                Ok((
-                    queries::meta(&tx, "revision")?,
-                    queries::meta(&tx, "compacted")?,
-                ))
+                Ok((queries::meta(&tx, "revision")?, queries::meta(&tx, "compacted")?))
             })
             .await?;
         let path = self.path.clone();
         let db_size_bytes = tokio::task::spawn_blocking(move || {
             let wal = PathBuf::from(format!("{}-wal", path.display()));
-            [path, wal]
-                .iter()
-                .filter_map(|p| std::fs::metadata(p).ok())
-                .map(|m| m.len())
-                .sum::<u64>()
+            [path, wal].iter().filter_map(|p| std::fs::metadata(p).ok()).map(|m| m.len()).sum::<u64>()
         })
         .await
         .ok();
-        Ok(StoreStatus {
-            revision,
-            compacted,
-            db_size_bytes,
-        })
+        Ok(StoreStatus { revision, compacted, db_size_bytes })
     }
 
     async fn get(&self, key: &str, revision: Revision) -> Result<(Option<KeyValue>, Revision)> {
         let _timer = metrics::Timer::new("sqlite", "get");
         let key = key.to_string();
-        self.readers
-            .read(move |c| queries::get(c, &key, revision))
-            .await
+        self.readers.read(move |c| queries::get(c, &key, revision)).await
     }
 
     async fn range(&self, req: RangeRequest) -> Result<RangeResponse> {
@@ -244,88 +201,43 @@ impl Store for SqliteStore {
     async fn create(&self, key: &str, value: Bytes, lease: LeaseId) -> Result<Revision> {
         let _timer = metrics::Timer::new("sqlite", "create");
         let key = key.to_string();
-        self.submit(|reply| WriteOp::Create {
-            key,
-            value,
-            lease,
-            reply,
-        })
-        .await
+        self.submit(|reply| WriteOp::Create { key, value, lease, reply }).await
     }
 
-    async fn update(
-        &self,
-        key: &str,
-        value: Bytes,
-        expected: Revision,
-        lease: LeaseId,
-    ) -> Result<Revision> {
+    async fn update(&self, key: &str, value: Bytes, expected: Revision, lease: LeaseId) -> Result<Revision> {
         let _timer = metrics::Timer::new("sqlite", "update");
         let key = key.to_string();
-        self.submit(|reply| WriteOp::Update {
-            key,
-            value,
-            expected,
-            lease,
-            reply,
-        })
-        .await
+        self.submit(|reply| WriteOp::Update { key, value, expected, lease, reply }).await
     }
 
     async fn delete(&self, key: &str, expected: Option<Revision>) -> Result<(Revision, KeyValue)> {
         let _timer = metrics::Timer::new("sqlite", "delete");
         let key = key.to_string();
-        self.submit(|reply| WriteOp::Delete {
-            key,
-            expected,
-            reply,
-        })
-        .await
+        self.submit(|reply| WriteOp::Delete { key, expected, reply }).await
     }
 
-    async fn watch(
-        &self,
-        prefix: &str,
-        after: Revision,
-        opts: WatchOptions,
-    ) -> Result<WatchStream> {
+    async fn watch(&self, prefix: &str, after: Revision, opts: WatchOptions) -> Result<WatchStream> {
         let compacted = self.shared.compacted.load(Ordering::SeqCst);
         if after + 1 < compacted {
-            return Err(StoreError::Compacted {
-                requested: after + 1,
-                compacted,
-            });
+            return Err(StoreError::Compacted { requested: after + 1, compacted });
         }
-        Ok(watch::watch(
-            self.hub.clone(),
-            self.readers.clone(),
-            prefix,
-            after,
-            opts,
-        ))
+        Ok(watch::watch(self.hub.clone(), self.readers.clone(), prefix, after, opts))
     }
 
     async fn compact(&self, revision: Revision) -> Result<()> {
         let _timer = metrics::Timer::new("sqlite", "compact");
-        self.submit(|reply| WriteOp::Compact { revision, reply })
-            .await
+        self.submit(|reply| WriteOp::Compact { revision, reply }).await
     }
 
     async fn grant_lease(&self, ttl_seconds: i64) -> Result<LeaseId> {
-        self.submit(|reply| WriteOp::GrantLease {
-            ttl: ttl_seconds,
-            reply,
-        })
-        .await
+        self.submit(|reply| WriteOp::GrantLease { ttl: ttl_seconds, reply }).await
     }
 
     async fn keep_alive(&self, lease: LeaseId) -> Result<i64> {
-        self.submit(|reply| WriteOp::KeepAlive { lease, reply })
-            .await
+        self.submit(|reply| WriteOp::KeepAlive { lease, reply }).await
     }
 
     async fn revoke_lease(&self, lease: LeaseId) -> Result<()> {
-        self.submit(|reply| WriteOp::RevokeLease { lease, reply })
-            .await
+        self.submit(|reply| WriteOp::RevokeLease { lease, reply }).await
     }
 }

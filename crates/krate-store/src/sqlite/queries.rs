@@ -3,9 +3,7 @@
 use bytes::Bytes;
 use rusqlite::{Connection, OptionalExtension, Row, params};
 
-use crate::{
-    Event, EventKind, KeyValue, RangeRequest, RangeResponse, Revision, StoreError, prefix_end,
-};
+use crate::{Event, EventKind, KeyValue, RangeRequest, RangeResponse, Revision, StoreError, prefix_end};
 
 /// Above every key: keys are UTF-8, and no UTF-8 string contains the byte 0xff.
 const KEYSPACE_END: &[u8] = &[0xff];
@@ -17,8 +15,7 @@ pub(crate) fn kv_at(row: &Row<'_>, base: usize) -> rusqlite::Result<KeyValue> {
     let key: Vec<u8> = row.get(base)?;
     let value: Option<Vec<u8>> = row.get(base + 1)?;
     Ok(KeyValue {
-        key: String::from_utf8(key)
-            .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()),
+        key: String::from_utf8(key).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()),
         value: Bytes::from(value.unwrap_or_default()),
         create_revision: row.get(base + 2)?,
         mod_revision: row.get(base + 3)?,
@@ -28,37 +25,25 @@ pub(crate) fn kv_at(row: &Row<'_>, base: usize) -> rusqlite::Result<KeyValue> {
 }
 
 pub(crate) fn meta(conn: &Connection, name: &str) -> rusqlite::Result<i64> {
-    conn.query_row("SELECT value FROM meta WHERE name = ?1", [name], |r| {
-        r.get(0)
-    })
+    conn.query_row("SELECT value FROM meta WHERE name = ?1", [name], |r| r.get(0))
 }
 
 /// The live value of a key, at the latest revision.
 pub(crate) fn latest_kv(conn: &Connection, key: &str) -> rusqlite::Result<Option<KeyValue>> {
-    conn.prepare_cached(&format!(
-        "SELECT {KV_COLUMNS} FROM latest l JOIN log g ON g.rev = l.rev WHERE l.key = ?1"
-    ))?
-    .query_row([key.as_bytes()], |r| kv_at(r, 0))
-    .optional()
+    conn.prepare_cached(&format!("SELECT {KV_COLUMNS} FROM latest l JOIN log g ON g.rev = l.rev WHERE l.key = ?1"))?
+        .query_row([key.as_bytes()], |r| kv_at(r, 0))
+        .optional()
 }
 
 /// Checks that `revision` can be served: not compacted, not in the future.
 pub(crate) fn check_revision(conn: &Connection, revision: Revision) -> Result<Revision, ReadError> {
     let current = meta(conn, "revision")?;
     if revision > current {
-        return Err(StoreError::FutureRevision {
-            requested: revision,
-            current,
-        }
-        .into());
+        return Err(StoreError::FutureRevision { requested: revision, current }.into());
     }
     let compacted = meta(conn, "compacted")?;
     if revision < compacted {
-        return Err(StoreError::Compacted {
-            requested: revision,
-            compacted,
-        }
-        .into());
+        return Err(StoreError::Compacted { requested: revision, compacted }.into());
     }
     Ok(current)
 }
@@ -90,11 +75,7 @@ impl From<ReadError> for StoreError {
     }
 }
 
-pub(crate) fn get(
-    conn: &Connection,
-    key: &str,
-    revision: Revision,
-) -> Result<(Option<KeyValue>, Revision), ReadError> {
+pub(crate) fn get(conn: &Connection, key: &str, revision: Revision) -> Result<(Option<KeyValue>, Revision), ReadError> {
     let tx = conn.unchecked_transaction()?;
     if revision == 0 {
         let current = meta(&tx, "revision")?;
@@ -107,10 +88,7 @@ pub(crate) fn get(
         ))?
         .query_row(params![key.as_bytes(), revision], |r| Ok((kv_at(r, 0)?, r.get::<_, bool>(6)?)))
         .optional()?;
-    Ok((
-        found.and_then(|(kv, deleted)| (!deleted).then_some(kv)),
-        revision,
-    ))
+    Ok((found.and_then(|(kv, deleted)| (!deleted).then_some(kv)), revision))
 }
 
 /// Byte bounds [start, end) of a range request; `end` is None for "to the end".
@@ -131,20 +109,15 @@ pub(crate) fn range(conn: &Connection, req: &RangeRequest) -> Result<RangeRespon
     let tx = conn.unchecked_transaction()?;
     let (start, end) = bounds(req);
     let end = end.unwrap_or_else(|| KEYSPACE_END.to_vec());
-    let limit: i64 = if req.limit == 0 {
-        -1
-    } else {
-        req.limit as i64 + 1
-    };
+    let limit: i64 = if req.limit == 0 { -1 } else { req.limit as i64 + 1 };
     let (rows, count, revision) = if req.revision == 0 {
         let current = meta(&tx, "revision")?;
         let mut stmt = tx.prepare_cached(&format!(
             "SELECT {KV_COLUMNS} FROM latest l JOIN log g ON g.rev = l.rev
              WHERE l.key >= ?1 AND l.key < ?2 ORDER BY l.key LIMIT ?3"
         ))?;
-        let rows = stmt
-            .query_map(params![start, end, limit], |r| kv_at(r, 0))?
-            .collect::<rusqlite::Result<Vec<_>>>()?;
+        let rows =
+            stmt.query_map(params![start, end, limit], |r| kv_at(r, 0))?.collect::<rusqlite::Result<Vec<_>>>()?;
         let count: i64 = tx
             .prepare_cached("SELECT count(*) FROM latest WHERE key >= ?1 AND key < ?2")?
             .query_row(params![start, end], |r| r.get(0))?;
@@ -156,9 +129,7 @@ pub(crate) fn range(conn: &Connection, req: &RangeRequest) -> Result<RangeRespon
         let historical = "FROM (SELECT key, max(rev) AS rev, deleted FROM log
                                 WHERE key >= ?1 AND key < ?2 AND rev <= ?3 GROUP BY key) h
                           JOIN log g ON g.rev = h.rev WHERE h.deleted = 0";
-        let mut stmt = tx.prepare_cached(&format!(
-            "SELECT {KV_COLUMNS} {historical} ORDER BY g.key LIMIT ?4"
-        ))?;
+        let mut stmt = tx.prepare_cached(&format!("SELECT {KV_COLUMNS} {historical} ORDER BY g.key LIMIT ?4"))?;
         let rows = stmt
             .query_map(params![start, end, req.revision, limit], |r| kv_at(r, 0))?
             .collect::<rusqlite::Result<Vec<_>>>()?;
@@ -170,12 +141,7 @@ pub(crate) fn range(conn: &Connection, req: &RangeRequest) -> Result<RangeRespon
     let mut kvs = rows;
     let more = req.limit != 0 && kvs.len() > req.limit;
     kvs.truncate(if req.limit == 0 { kvs.len() } else { req.limit });
-    Ok(RangeResponse {
-        kvs,
-        more,
-        count,
-        revision,
-    })
+    Ok(RangeResponse { kvs, more, count, revision })
 }
 
 /// Events with revisions in (after, upto] under `prefix`, in order, with previous values.
@@ -188,11 +154,7 @@ pub(crate) fn events(
     let tx = conn.unchecked_transaction()?;
     let compacted = meta(&tx, "compacted")?;
     if after + 1 < compacted {
-        return Err(StoreError::Compacted {
-            requested: after + 1,
-            compacted,
-        }
-        .into());
+        return Err(StoreError::Compacted { requested: after + 1, compacted }.into());
     }
     let start = prefix.as_bytes().to_vec();
     let end = prefix_end(prefix.as_bytes()).unwrap_or_else(|| KEYSPACE_END.to_vec());
@@ -225,16 +187,8 @@ pub(crate) fn row_event(kv: KeyValue, deleted: bool, prev: Option<KeyValue>) -> 
             version: 0,
             lease: 0,
         };
-        Event {
-            kind: EventKind::Delete,
-            kv,
-            prev,
-        }
+        Event { kind: EventKind::Delete, kv, prev }
     } else {
-        Event {
-            kind: EventKind::Put,
-            kv,
-            prev,
-        }
+        Event { kind: EventKind::Put, kv, prev }
     }
 }

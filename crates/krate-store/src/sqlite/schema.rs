@@ -37,10 +37,7 @@ CREATE INDEX lease_expiry ON lease(expires_at_ms);
 ";
 
 fn corrupt(path: &Path, reason: impl Into<String>) -> StoreError {
-    StoreError::Corrupt {
-        path: path.display().to_string(),
-        reason: reason.into(),
-    }
+    StoreError::Corrupt { path: path.display().to_string(), reason: reason.into() }
 }
 
 fn sql_err(path: &Path) -> impl Fn(rusqlite::Error) -> StoreError + '_ {
@@ -61,54 +58,32 @@ pub(crate) fn open_writer(path: &Path, integrity_check: bool) -> Result<Connecti
     let err = sql_err(path);
     let conn = Connection::open_with_flags(
         path,
-        OpenFlags::SQLITE_OPEN_READ_WRITE
-            | OpenFlags::SQLITE_OPEN_CREATE
-            | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
     )
     .map_err(&err)?;
     if !existed {
         // Must precede the first table: lets compaction hand pages back to the OS.
-        conn.execute_batch("PRAGMA auto_vacuum = INCREMENTAL;")
-            .map_err(&err)?;
+        conn.execute_batch("PRAGMA auto_vacuum = INCREMENTAL;").map_err(&err)?;
     }
-    let mode: String = conn
-        .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
-        .map_err(&err)?;
+    let mode: String = conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0)).map_err(&err)?;
     if !mode.eq_ignore_ascii_case("wal") {
-        return Err(StoreError::backend(format!(
-            "{}: cannot enable WAL (journal_mode is {mode})",
-            path.display()
-        )));
+        return Err(StoreError::backend(format!("{}: cannot enable WAL (journal_mode is {mode})", path.display())));
     }
     // FULL: a commit returns only after the WAL is fsynced — a write is acknowledged only when durable.
-    conn.execute_batch(
-        "PRAGMA synchronous = FULL; PRAGMA foreign_keys = OFF; PRAGMA cache_size = -8000;",
-    )
-    .map_err(&err)?;
+    conn.execute_batch("PRAGMA synchronous = FULL; PRAGMA foreign_keys = OFF; PRAGMA cache_size = -8000;")
+        .map_err(&err)?;
 
     if existed {
-        let app: i64 = conn
-            .query_row("PRAGMA application_id", [], |r| r.get(0))
-            .map_err(&err)?;
+        let app: i64 = conn.query_row("PRAGMA application_id", [], |r| r.get(0)).map_err(&err)?;
         if app != APPLICATION_ID {
-            return Err(corrupt(
-                path,
-                format!("not a krate database (application_id {app:#x})"),
-            ));
+            return Err(corrupt(path, format!("not a krate database (application_id {app:#x})")));
         }
-        let version: i64 = conn
-            .query_row("PRAGMA user_version", [], |r| r.get(0))
-            .map_err(&err)?;
+        let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0)).map_err(&err)?;
         if version != SCHEMA_VERSION {
-            return Err(corrupt(
-                path,
-                format!("unknown schema version {version} (this build knows {SCHEMA_VERSION})"),
-            ));
+            return Err(corrupt(path, format!("unknown schema version {version} (this build knows {SCHEMA_VERSION})")));
         }
         if integrity_check {
-            let result: String = conn
-                .query_row("PRAGMA quick_check", [], |r| r.get(0))
-                .map_err(&err)?;
+            let result: String = conn.query_row("PRAGMA quick_check", [], |r| r.get(0)).map_err(&err)?;
             if result != "ok" {
                 return Err(corrupt(path, format!("integrity check failed: {result}")));
             }
@@ -125,13 +100,9 @@ pub(crate) fn open_writer(path: &Path, integrity_check: bool) -> Result<Connecti
 /// A read-only connection for the reader pool.
 pub(crate) fn open_reader(path: &Path) -> Result<Connection> {
     let err = sql_err(path);
-    let conn = Connection::open_with_flags(
-        path,
-        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-    )
-    .map_err(&err)?;
-    conn.execute_batch("PRAGMA query_only = ON; PRAGMA cache_size = -4000;")
+    let conn = Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX)
         .map_err(&err)?;
+    conn.execute_batch("PRAGMA query_only = ON; PRAGMA cache_size = -4000;").map_err(&err)?;
     Ok(conn)
 }
 
@@ -139,8 +110,7 @@ pub(crate) fn open_reader(path: &Path) -> Result<Connection> {
 fn check_header(path: &Path) -> Result<()> {
     let mut header = [0u8; 16];
     let mut file = File::open(path).map_err(|e| corrupt(path, e.to_string()))?;
-    file.read_exact(&mut header)
-        .map_err(|_| corrupt(path, "file is truncated (shorter than a SQLite header)"))?;
+    file.read_exact(&mut header).map_err(|_| corrupt(path, "file is truncated (shorter than a SQLite header)"))?;
     if &header != SQLITE_MAGIC {
         return Err(corrupt(path, "file is not a SQLite database (bad header)"));
     }

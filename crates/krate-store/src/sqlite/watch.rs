@@ -44,11 +44,7 @@ fn event_bytes(e: &Event) -> usize {
 impl Hub {
     pub(crate) fn new(revision: Revision, max_events: usize, max_bytes: usize) -> Self {
         Hub {
-            ring: RwLock::new(Ring {
-                events: VecDeque::new(),
-                first: revision + 1,
-                bytes: 0,
-            }),
+            ring: RwLock::new(Ring { events: VecDeque::new(), first: revision + 1, bytes: 0 }),
             latest: notify::Sender::new(revision),
             closed: AtomicBool::new(false),
             max_events: max_events.max(1),
@@ -68,9 +64,7 @@ impl Hub {
                 ring.bytes += event_bytes(&e);
                 ring.events.push_back(Arc::new(e));
             }
-            while ring.events.len() > self.max_events
-                || (ring.bytes > self.max_bytes && ring.events.len() > 1)
-            {
+            while ring.events.len() > self.max_events || (ring.bytes > self.max_bytes && ring.events.len() > 1) {
                 if let Some(old) = ring.events.pop_front() {
                     ring.bytes -= event_bytes(&old);
                     ring.first += 1;
@@ -94,17 +88,9 @@ impl Hub {
             return None;
         }
         let skip = (cursor + 1 - ring.first) as usize;
-        let events = ring
-            .events
-            .iter()
-            .skip(skip)
-            .filter(|e| e.kv.key.starts_with(prefix))
-            .map(|e| (**e).clone())
-            .collect();
-        Some((
-            events,
-            (ring.first + ring.events.len() as Revision - 1).max(cursor),
-        ))
+        let events =
+            ring.events.iter().skip(skip).filter(|e| e.kv.key.starts_with(prefix)).map(|e| (**e).clone()).collect();
+        Some((events, (ring.first + ring.events.len() as Revision - 1).max(cursor)))
     }
 
     fn oldest_in_ring(&self) -> Revision {
@@ -182,10 +168,7 @@ impl Watcher {
         // Everything below the ring's start is committed, so the log on disk has it.
         let upto = (self.cursor + CATCH_UP_WINDOW).min(self.hub.oldest_in_ring() - 1);
         let (prefix, after) = (self.prefix.clone(), self.cursor);
-        let events = self
-            .readers
-            .read(move |conn| queries::events(conn, &prefix, after, upto))
-            .await?;
+        let events = self.readers.read(move |conn| queries::events(conn, &prefix, after, upto)).await?;
         self.pending.extend(events);
         self.cursor = upto;
         Ok(())
@@ -212,7 +195,5 @@ pub(crate) fn watch(
         done: false,
         _gauge: metrics::WatcherGauge::new("sqlite"),
     };
-    Box::pin(stream::unfold(watcher, |mut w| async move {
-        w.next().await.map(|item| (item, w))
-    }))
+    Box::pin(stream::unfold(watcher, |mut w| async move { w.next().await.map(|item| (item, w)) }))
 }

@@ -27,40 +27,13 @@ const LEASE_CHECK_EVERY: Duration = Duration::from_millis(250);
 type Reply<T> = oneshot::Sender<Result<T, StoreError>>;
 
 pub(crate) enum WriteOp {
-    Create {
-        key: String,
-        value: Bytes,
-        lease: LeaseId,
-        reply: Reply<Revision>,
-    },
-    Update {
-        key: String,
-        value: Bytes,
-        expected: Revision,
-        lease: LeaseId,
-        reply: Reply<Revision>,
-    },
-    Delete {
-        key: String,
-        expected: Option<Revision>,
-        reply: Reply<(Revision, KeyValue)>,
-    },
-    Compact {
-        revision: Revision,
-        reply: Reply<()>,
-    },
-    GrantLease {
-        ttl: i64,
-        reply: Reply<LeaseId>,
-    },
-    KeepAlive {
-        lease: LeaseId,
-        reply: Reply<i64>,
-    },
-    RevokeLease {
-        lease: LeaseId,
-        reply: Reply<()>,
-    },
+    Create { key: String, value: Bytes, lease: LeaseId, reply: Reply<Revision> },
+    Update { key: String, value: Bytes, expected: Revision, lease: LeaseId, reply: Reply<Revision> },
+    Delete { key: String, expected: Option<Revision>, reply: Reply<(Revision, KeyValue)> },
+    Compact { revision: Revision, reply: Reply<()> },
+    GrantLease { ttl: i64, reply: Reply<LeaseId> },
+    KeepAlive { lease: LeaseId, reply: Reply<i64> },
+    RevokeLease { lease: LeaseId, reply: Reply<()> },
 }
 
 /// Values the async side reads without a database round trip.
@@ -83,10 +56,7 @@ pub(crate) struct Writer {
 /// A reply waiting for the batch to commit.
 enum Pending {
     Rev(Reply<Revision>, Result<Revision, StoreError>),
-    Delete(
-        Reply<(Revision, KeyValue)>,
-        Result<(Revision, KeyValue), StoreError>,
-    ),
+    Delete(Reply<(Revision, KeyValue)>, Result<(Revision, KeyValue), StoreError>),
     Unit(Reply<()>, Result<(), StoreError>),
     Lease(Reply<LeaseId>, Result<LeaseId, StoreError>),
     Ttl(Reply<i64>, Result<i64, StoreError>),
@@ -107,31 +77,16 @@ impl Pending {
 }
 
 fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
 }
 
 impl Writer {
-    pub(crate) fn new(
-        conn: Connection,
-        hub: Arc<Hub>,
-        shared: Arc<Shared>,
-    ) -> rusqlite::Result<Self> {
+    pub(crate) fn new(conn: Connection, hub: Arc<Hub>, shared: Arc<Shared>) -> rusqlite::Result<Self> {
         let revision = meta(&conn, "revision")?;
         let compacted = meta(&conn, "compacted")?;
         let compact_done = meta(&conn, "compact_done")?;
         shared.compacted.store(compacted, Ordering::SeqCst);
-        Ok(Writer {
-            conn,
-            hub,
-            shared,
-            revision,
-            compacted,
-            compact_done,
-            next_lease_check: Instant::now(),
-        })
+        Ok(Writer { conn, hub, shared, revision, compacted, compact_done, next_lease_check: Instant::now() })
     }
 
     pub(crate) fn revision(&self) -> Revision {
@@ -144,8 +99,7 @@ impl Writer {
             let wait = if compaction_pending {
                 Duration::ZERO
             } else {
-                self.next_lease_check
-                    .saturating_duration_since(Instant::now())
+                self.next_lease_check.saturating_duration_since(Instant::now())
             };
             let mut batch = Vec::new();
             match rx.recv_timeout(wait) {
@@ -189,14 +143,8 @@ impl Writer {
         let mut events = Vec::new();
         let mut pending = Vec::with_capacity(batch.len());
         let outcome = (|| -> rusqlite::Result<()> {
-            let tx = self
-                .conn
-                .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-            let mut state = TxState {
-                tx: &tx,
-                revision: &mut self.revision,
-                events: &mut events,
-            };
+            let tx = self.conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+            let mut state = TxState { tx: &tx, revision: &mut self.revision, events: &mut events };
             if expire_leases {
                 state.expire_leases(now_ms())?;
             }
@@ -204,22 +152,15 @@ impl Writer {
                 pending.push(state.apply(op, &mut self.compacted)?);
             }
             if *state.revision != start_revision {
-                tx.execute(
-                    "UPDATE meta SET value = ?1 WHERE name = 'revision'",
-                    [*state.revision],
-                )?;
+                tx.execute("UPDATE meta SET value = ?1 WHERE name = 'revision'", [*state.revision])?;
             }
             tx.commit()
         })();
         match outcome {
             Ok(()) => {
-                self.shared
-                    .compacted
-                    .store(self.compacted, Ordering::SeqCst);
+                self.shared.compacted.store(self.compacted, Ordering::SeqCst);
                 if self.revision != start_revision {
-                    metrics::REVISION
-                        .with_label_values(&["sqlite"])
-                        .set(self.revision);
+                    metrics::REVISION.with_label_values(&["sqlite"]).set(self.revision);
                 }
                 self.hub.publish(events);
                 for p in pending {
@@ -238,36 +179,28 @@ impl Writer {
         }
     }
 
-    /// Removes history in the next window of revisions [done, done + step) below the
-    /// compaction point. Each row supersedes its key's previous row (its `prev_rev`), so
-    /// visiting every row once finds every superseded row exactly once; tombstones below
-    /// the compaction point are not needed by any read either.
+    /// Removes history in the next window of revisions [done, upper), upper at most the
+    /// compaction point C. Each row supersedes its key's previous row (its `prev_rev`), so
+    /// visiting every row once finds every superseded row exactly once; tombstones below C
+    /// are needed by no read. The row standing at C keeps its predecessor until the next
+    /// compaction: a watch may resume at C and its event must still carry the old value.
     fn compact_step(&mut self) -> rusqlite::Result<()> {
         let _timer = metrics::Timer::new("sqlite", "compact_step");
         let target = self.compacted;
         let upper = (self.compact_done + COMPACT_STEP_ROWS).min(target);
-        let tx = self
-            .conn
-            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        let tx = self.conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
         tx.execute(
             "DELETE FROM log WHERE rev IN (
                  SELECT prev_rev FROM log WHERE rev >= ?1 AND rev < ?2 AND prev_rev IS NOT NULL)",
             params![self.compact_done, upper],
         )?;
-        tx.execute(
-            "DELETE FROM log WHERE rev >= ?1 AND rev < ?2 AND deleted = 1",
-            params![self.compact_done, upper],
-        )?;
-        tx.execute(
-            "UPDATE meta SET value = ?1 WHERE name = 'compact_done'",
-            [upper],
-        )?;
+        tx.execute("DELETE FROM log WHERE rev >= ?1 AND rev < ?2 AND deleted = 1", params![self.compact_done, upper])?;
+        tx.execute("UPDATE meta SET value = ?1 WHERE name = 'compact_done'", [upper])?;
         tx.commit()?;
         self.compact_done = upper;
         if upper >= target {
             // Hand freed pages back and keep the WAL from growing across compactions.
-            self.conn
-                .execute_batch("PRAGMA incremental_vacuum; PRAGMA wal_checkpoint(TRUNCATE);")?;
+            self.conn.execute_batch("PRAGMA incremental_vacuum; PRAGMA wal_checkpoint(TRUNCATE);")?;
             tracing::debug!(revision = target, "compaction finished");
         }
         Ok(())
@@ -284,27 +217,12 @@ struct TxState<'a> {
 impl TxState<'_> {
     fn apply(&mut self, op: WriteOp, compacted: &mut Revision) -> rusqlite::Result<Pending> {
         Ok(match op {
-            WriteOp::Create {
-                key,
-                value,
-                lease,
-                reply,
-            } => Pending::Rev(reply, self.create(&key, value, lease)?),
-            WriteOp::Update {
-                key,
-                value,
-                expected,
-                lease,
-                reply,
-            } => Pending::Rev(reply, self.update(&key, value, expected, lease)?),
-            WriteOp::Delete {
-                key,
-                expected,
-                reply,
-            } => Pending::Delete(reply, self.delete(&key, expected)?),
-            WriteOp::Compact { revision, reply } => {
-                Pending::Unit(reply, self.compact(revision, compacted)?)
+            WriteOp::Create { key, value, lease, reply } => Pending::Rev(reply, self.create(&key, value, lease)?),
+            WriteOp::Update { key, value, expected, lease, reply } => {
+                Pending::Rev(reply, self.update(&key, value, expected, lease)?)
             }
+            WriteOp::Delete { key, expected, reply } => Pending::Delete(reply, self.delete(&key, expected)?),
+            WriteOp::Compact { revision, reply } => Pending::Unit(reply, self.compact(revision, compacted)?),
             WriteOp::GrantLease { ttl, reply } => Pending::Lease(reply, self.grant_lease(ttl)?),
             WriteOp::KeepAlive { lease, reply } => Pending::Ttl(reply, self.keep_alive(lease)?),
             WriteOp::RevokeLease { lease, reply } => Pending::Unit(reply, self.revoke(lease)?),
@@ -315,19 +233,11 @@ impl TxState<'_> {
         if lease == 0 {
             return Ok(true);
         }
-        Ok(self
-            .tx
-            .prepare_cached("SELECT 1 FROM lease WHERE id = ?1")?
-            .exists([lease])?)
+        Ok(self.tx.prepare_cached("SELECT 1 FROM lease WHERE id = ?1")?.exists([lease])?)
     }
 
     /// Appends a log row at the next revision and returns its event.
-    fn append(
-        &mut self,
-        kv: KeyValue,
-        deleted: bool,
-        prev: Option<KeyValue>,
-    ) -> rusqlite::Result<Revision> {
+    fn append(&mut self, kv: KeyValue, deleted: bool, prev: Option<KeyValue>) -> rusqlite::Result<Revision> {
         let rev = *self.revision + 1;
         self.tx
             .prepare_cached(
@@ -338,61 +248,37 @@ impl TxState<'_> {
                 rev,
                 kv.key.as_bytes(),
                 deleted,
-                if kv.create_revision == 0 {
-                    rev
-                } else {
-                    kv.create_revision
-                },
+                if kv.create_revision == 0 { rev } else { kv.create_revision },
                 kv.version,
                 kv.lease,
                 prev.as_ref().map(|p| p.mod_revision),
                 if deleted { None } else { Some(&kv.value[..]) },
             ])?;
         if deleted {
-            self.tx
-                .prepare_cached("DELETE FROM latest WHERE key = ?1")?
-                .execute([kv.key.as_bytes()])?;
+            self.tx.prepare_cached("DELETE FROM latest WHERE key = ?1")?.execute([kv.key.as_bytes()])?;
         } else {
             self.tx
-                .prepare_cached(
-                    "INSERT OR REPLACE INTO latest (key, rev, lease) VALUES (?1, ?2, ?3)",
-                )?
+                .prepare_cached("INSERT OR REPLACE INTO latest (key, rev, lease) VALUES (?1, ?2, ?3)")?
                 .execute(params![kv.key.as_bytes(), rev, kv.lease])?;
         }
         *self.revision = rev;
         let kv = KeyValue {
             mod_revision: rev,
-            create_revision: if kv.create_revision == 0 {
-                rev
-            } else {
-                kv.create_revision
-            },
+            create_revision: if kv.create_revision == 0 { rev } else { kv.create_revision },
             ..kv
         };
         self.events.push(row_event(kv, deleted, prev));
         Ok(rev)
     }
 
-    fn create(
-        &mut self,
-        key: &str,
-        value: Bytes,
-        lease: LeaseId,
-    ) -> rusqlite::Result<Result<Revision, StoreError>> {
+    fn create(&mut self, key: &str, value: Bytes, lease: LeaseId) -> rusqlite::Result<Result<Revision, StoreError>> {
         if latest_kv(self.tx, key)?.is_some() {
             return Ok(Err(StoreError::AlreadyExists(key.to_string())));
         }
         if !self.lease_exists(lease)? {
             return Ok(Err(StoreError::LeaseNotFound(lease)));
         }
-        let kv = KeyValue {
-            key: key.to_string(),
-            value,
-            create_revision: 0,
-            mod_revision: 0,
-            version: 1,
-            lease,
-        };
+        let kv = KeyValue { key: key.to_string(), value, create_revision: 0, mod_revision: 0, version: 1, lease };
         self.append(kv, false, None).map(Ok)
     }
 
@@ -408,11 +294,7 @@ impl TxState<'_> {
         };
         if current.mod_revision != expected {
             let key = key.to_string();
-            return Ok(Err(StoreError::Conflict {
-                key,
-                expected,
-                current: Some(Box::new(current)),
-            }));
+            return Ok(Err(StoreError::Conflict { key, expected, current: Some(Box::new(current)) }));
         }
         if !self.lease_exists(lease)? {
             return Ok(Err(StoreError::LeaseNotFound(lease)));
@@ -438,62 +320,36 @@ impl TxState<'_> {
         };
         if let Some(expected) = expected.filter(|e| *e != current.mod_revision) {
             let key = key.to_string();
-            return Ok(Err(StoreError::Conflict {
-                key,
-                expected,
-                current: Some(Box::new(current)),
-            }));
+            return Ok(Err(StoreError::Conflict { key, expected, current: Some(Box::new(current)) }));
         }
-        let tombstone = KeyValue {
-            value: Bytes::new(),
-            version: 0,
-            lease: 0,
-            ..current.clone()
-        };
+        let tombstone = KeyValue { value: Bytes::new(), version: 0, lease: 0, ..current.clone() };
         let rev = self.append(tombstone, true, Some(current.clone()))?;
         Ok(Ok((rev, current)))
     }
 
-    fn compact(
-        &mut self,
-        revision: Revision,
-        compacted: &mut Revision,
-    ) -> rusqlite::Result<Result<(), StoreError>> {
+    fn compact(&mut self, revision: Revision, compacted: &mut Revision) -> rusqlite::Result<Result<(), StoreError>> {
         if revision <= *compacted {
-            return Ok(Err(StoreError::Compacted {
-                requested: revision,
-                compacted: *compacted,
-            }));
+            return Ok(Err(StoreError::Compacted { requested: revision, compacted: *compacted }));
         }
         if revision > *self.revision {
-            return Ok(Err(StoreError::FutureRevision {
-                requested: revision,
-                current: *self.revision,
-            }));
+            return Ok(Err(StoreError::FutureRevision { requested: revision, current: *self.revision }));
         }
         // Recorded before any row goes, so a reader that sees a deleted row's absence
         // also sees the compaction point that explains it.
-        self.tx.execute(
-            "UPDATE meta SET value = ?1 WHERE name = 'compacted'",
-            [revision],
-        )?;
+        self.tx.execute("UPDATE meta SET value = ?1 WHERE name = 'compacted'", [revision])?;
         *compacted = revision;
         Ok(Ok(()))
     }
 
     fn grant_lease(&mut self, ttl: i64) -> rusqlite::Result<Result<LeaseId, StoreError>> {
         if ttl <= 0 {
-            return Ok(Err(StoreError::InvalidRequest(format!(
-                "lease TTL must be positive, got {ttl}"
-            ))));
+            return Ok(Err(StoreError::InvalidRequest(format!("lease TTL must be positive, got {ttl}"))));
         }
         loop {
             let id = rand::random_range(1..i64::MAX);
             let inserted = self
                 .tx
-                .prepare_cached(
-                    "INSERT OR IGNORE INTO lease (id, ttl, expires_at_ms) VALUES (?1, ?2, ?3)",
-                )?
+                .prepare_cached("INSERT OR IGNORE INTO lease (id, ttl, expires_at_ms) VALUES (?1, ?2, ?3)")?
                 .execute(params![id, ttl, now_ms() + ttl * 1000])?;
             if inserted == 1 {
                 return Ok(Ok(id));
@@ -504,9 +360,7 @@ impl TxState<'_> {
     fn keep_alive(&mut self, lease: LeaseId) -> rusqlite::Result<Result<i64, StoreError>> {
         let ttl: Option<i64> = self
             .tx
-            .prepare_cached(
-                "UPDATE lease SET expires_at_ms = ?1 + ttl * 1000 WHERE id = ?2 RETURNING ttl",
-            )?
+            .prepare_cached("UPDATE lease SET expires_at_ms = ?1 + ttl * 1000 WHERE id = ?2 RETURNING ttl")?
             .query_row(params![now_ms(), lease], |r| r.get(0))
             .optional()?;
         Ok(ttl.ok_or(StoreError::LeaseNotFound(lease)))
@@ -528,9 +382,7 @@ impl TxState<'_> {
                 tracing::warn!(error = %e, key, "deleting a leased key failed");
             }
         }
-        self.tx
-            .prepare_cached("DELETE FROM lease WHERE id = ?1")?
-            .execute([lease])?;
+        self.tx.prepare_cached("DELETE FROM lease WHERE id = ?1")?.execute([lease])?;
         Ok(Ok(()))
     }
 
