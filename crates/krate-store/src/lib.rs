@@ -31,7 +31,9 @@ pub use types::*;
 /// A revisioned key-value store with etcd v3 semantics.
 ///
 /// Every mutating call returns only once the write is durable. Keys are UTF-8 strings
-/// ordered bytewise, as in etcd.
+/// ordered bytewise, as in etcd. A write that fails with [`StoreError::Backend`] has an
+/// unknown outcome (the backend may have applied it before failing); every other error
+/// means nothing was written.
 #[async_trait]
 pub trait Store: Send + Sync + 'static {
     /// A short name for logs and metrics ("sqlite", "etcd").

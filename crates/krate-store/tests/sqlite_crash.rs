@@ -102,10 +102,10 @@ async fn sqlite_writer_survives_sigkill() {
                 let Ok(line) = line else { break };
                 let parts: Vec<&str> = line.split(' ').collect();
                 // A line cut by the kill has no length field; it was never a full ack.
-                if let ["ACK", rev, key, len] = parts[..] {
-                    if let (Ok(revision), Ok(len)) = (rev.parse(), len.parse()) {
-                        acks.push(Ack { revision, key: key.to_string(), len });
-                    }
+                if let ["ACK", rev, key, len] = parts[..]
+                    && let (Ok(revision), Ok(len)) = (rev.parse(), len.parse())
+                {
+                    acks.push(Ack { revision, key: key.to_string(), len });
                 }
             }
             acks

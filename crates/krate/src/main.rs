@@ -1,1 +1,59 @@
-fn main() {}
+//! `krate`: Kubernetes in one binary.
+
+mod cli;
+mod server;
+mod storage;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+use cli::{Cli, Command, ImagesCommand};
+
+/// The Kubernetes release whose API krate serves.
+pub const KUBERNETES_VERSION: &str = "v1.36.0";
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging(&cli);
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("krate: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let result = runtime.block_on(async {
+        match cli.command {
+            Command::Server(args) => server::run(args).await,
+            Command::Agent(_) => not_available("agent", "the node agent"),
+            Command::Images(ImagesCommand::Import(_)) => not_available("images import", "the node agent"),
+            Command::Version => {
+                println!("krate {} (Kubernetes API {KUBERNETES_VERSION})", env!("CARGO_PKG_VERSION"));
+                Ok(())
+            }
+        }
+    });
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("krate: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// A subcommand whose component has not landed yet says so instead of pretending.
+fn not_available(command: &str, component: &str) -> anyhow::Result<()> {
+    anyhow::bail!("`krate {command}` is not available yet: {component} has not been built into this version of krate")
+}
+
+fn init_logging(cli: &Cli) {
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(&cli.log_level));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    match cli.log_format {
+        cli::LogFormat::Json => builder.json().init(),
+        cli::LogFormat::Text => builder.init(),
+    }
+}

@@ -82,7 +82,7 @@ impl Hub {
 
     /// Ring events after `cursor` under `prefix`, and the revision they bring the cursor
     /// to; `None` when the ring no longer reaches back to `cursor`.
-    fn from_ring(&self, prefix: &str, cursor: Revision) -> Option<(Vec<Event>, Revision)> {
+    fn read_ring(&self, prefix: &str, cursor: Revision) -> Option<(Vec<Event>, Revision)> {
         let ring = self.ring.read();
         if cursor + 1 < ring.first {
             return None;
@@ -160,7 +160,7 @@ impl Watcher {
 
     /// Moves the cursor forward, from the ring or, when behind it, from disk.
     async fn fill(&mut self) -> Result<(), StoreError> {
-        if let Some((events, cursor)) = self.hub.from_ring(&self.prefix, self.cursor) {
+        if let Some((events, cursor)) = self.hub.read_ring(&self.prefix, self.cursor) {
             self.pending.extend(events);
             self.cursor = cursor;
             return Ok(());

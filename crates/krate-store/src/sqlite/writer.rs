@@ -120,11 +120,11 @@ impl Writer {
             if !batch.is_empty() || expire {
                 self.apply(batch, expire);
             }
-            if self.compact_done < self.compacted {
-                if let Err(e) = self.compact_step() {
-                    tracing::warn!(error = %e, "compaction step failed; will retry");
-                    std::thread::sleep(Duration::from_millis(100));
-                }
+            if self.compact_done < self.compacted
+                && let Err(e) = self.compact_step()
+            {
+                tracing::warn!(error = %e, "compaction step failed; will retry");
+                std::thread::sleep(Duration::from_millis(100));
             }
         }
         self.hub.close();
@@ -233,7 +233,7 @@ impl TxState<'_> {
         if lease == 0 {
             return Ok(true);
         }
-        Ok(self.tx.prepare_cached("SELECT 1 FROM lease WHERE id = ?1")?.exists([lease])?)
+        self.tx.prepare_cached("SELECT 1 FROM lease WHERE id = ?1")?.exists([lease])
     }
 
     /// Appends a log row at the next revision and returns its event.

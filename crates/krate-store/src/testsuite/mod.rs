@@ -4,6 +4,8 @@
 //! fixture that returns a fresh store and a guard that keeps its resources alive.
 //! Every wait is bounded.
 
+pub mod etcd_process;
+
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
