@@ -1,3 +1,26 @@
-//! API types and the resource registry: the table of resources (group, version, kind,
-//! plural, scope, verbs, short names), per-kind strategies, and the generic registry
-//! that stores objects through `krate-store`. Arrives with the API server core issue.
+//! API types and the resource registry.
+//!
+//! - `generated::resources`: the built-in resources upstream v1.36 serves by default;
+//! - [`resource`]: the run-time table of served resources (built-ins, later custom);
+//! - [`strategy`]: per-kind semantics where kinds differ;
+//! - [`registry`]: the one generic registry that serves every resource from the store;
+//! - [`cache`]: the watch cache that lists and watches are served from;
+//! - [`error`]: API errors as metav1.Status.
+
+pub mod admission;
+pub mod cache;
+mod continue_token;
+pub mod error;
+pub mod filter;
+pub mod generated;
+pub mod object;
+pub mod registry;
+pub mod resource;
+pub mod selector;
+pub mod strategy;
+pub mod user;
+pub mod validation;
+
+pub use error::{ApiError, ApiResult, Cause, Target};
+pub use registry::Registry;
+pub use resource::{ResourceInfo, ResourceTable};

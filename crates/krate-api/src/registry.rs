@@ -1,0 +1,888 @@
+//! The generic registry: create, get, update, patch, delete, list and watch for every
+//! resource, driven by the resource table and the per-kind strategies (upstream's
+//! generic store). Nothing here knows about a particular kind.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures::Stream;
+use parking_lot::Mutex;
+use serde_json::{Value, json};
+
+use krate_store::{DynStore, RangeRequest, Revision, StoreError};
+
+use crate::admission::{Admission, Attributes, Operation};
+use crate::cache::{CacheError, CachedObject, Cacher};
+use crate::continue_token;
+use crate::error::{ApiError, ApiResult, Cause, Target};
+use crate::filter::Filter;
+use crate::object;
+use crate::resource::{ResourceInfo, ResourceTable};
+use crate::strategy::DeleteAction;
+use crate::user::UserInfo;
+use crate::validation::{generate_name_errors, name_errors, qualified_name_errors, validate_annotations, validate_labels};
+
+/// Attempts at a read-modify-write before giving up on conflicts (upstream retries too).
+const MAX_CONFLICT_RETRIES: usize = 16;
+/// Attempts at a generated name before giving up.
+const GENERATE_NAME_ATTEMPTS: usize = 8;
+/// How long a request waits for a watch cache to fill or catch up.
+const CACHE_WAIT: Duration = Duration::from_secs(3);
+/// Pages read from the store per filtered list round.
+const LIST_SCAN_PAGE: usize = 500;
+/// How often an idle watch gets a bookmark (when it asked for them).
+const BOOKMARK_EVERY: Duration = Duration::from_secs(30);
+
+/// Which collection a request addresses.
+#[derive(Clone, Debug)]
+pub struct Scope {
+    pub resource: Arc<ResourceInfo>,
+    /// The namespace from the URL (None for cluster-scoped or all-namespaces requests).
+    pub namespace: Option<String>,
+}
+
+impl Scope {
+    pub fn target(&self, name: &str) -> Target {
+        Target::new(&self.resource.group, &self.resource.plural, &self.resource.kind, name)
+    }
+    fn key(&self, name: &str) -> String {
+        self.resource.key(self.namespace.as_deref(), name)
+    }
+    fn prefix(&self) -> String {
+        self.resource.collection_prefix(self.namespace.as_deref())
+    }
+}
+
+/// Who asks, through which admission chain, and whether to persist.
+pub struct Context<'a> {
+    pub user: &'a UserInfo,
+    pub admission: &'a dyn Admission,
+    pub dry_run: bool,
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct DeleteOptions {
+    pub grace_period_seconds: Option<i64>,
+    pub precondition_uid: Option<String>,
+    pub precondition_resource_version: Option<String>,
+    /// Orphan, Background or Foreground.
+    pub propagation_policy: Option<String>,
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct ListOptions {
+    pub label_selector: Option<String>,
+    pub field_selector: Option<String>,
+    pub limit: usize,
+    pub continue_token: Option<String>,
+    pub resource_version: Option<String>,
+    pub resource_version_match: Option<String>,
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct WatchOptions {
+    pub label_selector: Option<String>,
+    pub field_selector: Option<String>,
+    pub resource_version: Option<String>,
+    pub allow_bookmarks: bool,
+    pub send_initial_events: Option<bool>,
+}
+
+pub struct ListResult {
+    pub revision: Revision,
+    /// Each item's JSON, with its resourceVersion.
+    pub items: Vec<Bytes>,
+    pub continue_token: Option<String>,
+    pub remaining_item_count: Option<i64>,
+}
+
+/// One event of an API watch: its type and the object's JSON.
+#[derive(Clone, Debug)]
+pub struct WatchItem {
+    pub kind: &'static str,
+    pub object: Bytes,
+}
+
+pub enum Deleted {
+    /// Gone from the store.
+    Now(Value),
+    /// Marked for deletion; finalizers or a graceful period keep it for now.
+    Pending(Value),
+}
+
+pub enum Patch {
+    Json(Value),
+    Merge(Value),
+}
+
+pub struct Registry {
+    pub store: DynStore,
+    pub table: Arc<ResourceTable>,
+    caches: Mutex<HashMap<String, Arc<Cacher>>>,
+}
+
+fn parse_rv(s: &str) -> ApiResult<Revision> {
+    s.parse::<Revision>()
+        .ok()
+        .filter(|r| *r >= 0)
+        .ok_or_else(|| ApiError::bad_request(format!("invalid resource version \"{s}\"")))
+}
+
+fn causes_if_any(t: &Target, causes: Vec<Cause>) -> ApiResult<()> {
+    if causes.is_empty() { Ok(()) } else { Err(ApiError::invalid(t, causes)) }
+}
+
+impl Registry {
+    pub fn new(store: DynStore, table: Arc<ResourceTable>) -> Self {
+        Registry { store, table, caches: Mutex::new(HashMap::new()) }
+    }
+
+    /// The watch cache of a resource, started on first use.
+    pub fn cache(&self, resource: &ResourceInfo) -> Arc<Cacher> {
+        self.caches
+            .lock()
+            .entry(resource.key_prefix.clone())
+            .or_insert_with(|| Cacher::start(self.store.clone(), resource.key_prefix.clone(), resource.strategy.clone()))
+            .clone()
+    }
+
+    fn store_err(e: StoreError, t: &Target) -> ApiError {
+        ApiError::from_store(e, t)
+    }
+
+    pub async fn get(&self, scope: &Scope, name: &str) -> ApiResult<Value> {
+        let t = scope.target(name);
+        let (kv, _) = self.store.get(&scope.key(name), 0).await.map_err(|e| Self::store_err(e, &t))?;
+        let kv = kv.ok_or_else(|| ApiError::not_found(&t))?;
+        object::from_storage(&kv.value, kv.mod_revision).map_err(ApiError::internal)
+    }
+
+    /// Checks apiVersion and kind against the endpoint, filling them in when absent.
+    fn check_type(resource: &ResourceInfo, obj: &mut Value) -> ApiResult<()> {
+        let Some(map) = obj.as_object_mut() else {
+            return Err(ApiError::bad_request("the request body must be a JSON or YAML object"));
+        };
+        let want = resource.api_version();
+        match map.get("apiVersion").and_then(Value::as_str) {
+            Some(v) if v != want => {
+                return Err(ApiError::bad_request(format!(
+                    "the API version in the data ({v}) does not match the expected API version ({want})"
+                )));
+            }
+            Some(_) => {}
+            None => {
+                map.insert("apiVersion".into(), json!(want));
+            }
+        }
+        match map.get("kind").and_then(Value::as_str) {
+            Some(k) if k != resource.kind => {
+                return Err(ApiError::bad_request(format!(
+                    "the kind in the data ({k}) does not match the expected kind ({})",
+                    resource.kind
+                )));
+            }
+            Some(_) => {}
+            None => {
+                map.insert("kind".into(), json!(resource.kind));
+            }
+        }
+        if map.get("metadata").is_some_and(|m| !m.is_object() && !m.is_null()) {
+            return Err(ApiError::bad_request("metadata must be an object"));
+        }
+        Ok(())
+    }
+
+    /// The namespace in the body must agree with the URL's; it is taken from the URL.
+    fn reconcile_namespace(scope: &Scope, obj: &mut Value) -> ApiResult<()> {
+        let body_ns = object::meta_str(obj, "namespace").map(String::from);
+        if scope.resource.namespaced {
+            let url_ns = scope.namespace.clone().unwrap_or_default();
+            if let Some(b) = body_ns
+                && b != url_ns
+            {
+                return Err(ApiError::bad_request(
+                    "the namespace of the provided object does not match the namespace sent on the request",
+                ));
+            }
+            object::meta_mut(obj).insert("namespace".into(), json!(url_ns));
+        } else {
+            object::meta_mut(obj).remove("namespace");
+        }
+        Ok(())
+    }
+
+    /// Metadata rules every kind shares.
+    fn validate_meta(resource: &ResourceInfo, obj: &Value, creating: bool) -> Vec<Cause> {
+        let mut causes = Vec::new();
+        let name = object::name(obj);
+        if name.is_empty() {
+            causes.push(Cause::required("metadata.name", "name or generateName is required"));
+        } else {
+            for msg in name_errors(resource.strategy.name_rule(), name) {
+                causes.push(Cause::invalid("metadata.name", name, msg));
+            }
+        }
+        if creating && let Some(prefix) = object::meta_str(obj, "generateName") {
+            for msg in generate_name_errors(resource.strategy.name_rule(), prefix) {
+                causes.push(Cause::invalid("metadata.generateName", prefix, msg));
+            }
+        }
+        if resource.namespaced {
+            let ns = object::meta_str(obj, "namespace").unwrap_or("");
+            if ns.is_empty() {
+                causes.push(Cause::required("metadata.namespace", ""));
+            } else {
+                for msg in name_errors(crate::validation::NameRule::Label, ns) {
+                    causes.push(Cause::invalid("metadata.namespace", ns, msg));
+                }
+            }
+        }
+        let meta = object::meta(obj);
+        match meta.and_then(|m| m.get("labels")) {
+            Some(Value::Object(l)) => causes.extend(validate_labels(l, "metadata.labels")),
+            None | Some(Value::Null) => {}
+            Some(other) => causes.push(Cause::invalid("metadata.labels", other, "must be a map of strings")),
+        }
+        match meta.and_then(|m| m.get("annotations")) {
+            Some(Value::Object(a)) => causes.extend(validate_annotations(a, "metadata.annotations")),
+            None | Some(Value::Null) => {}
+            Some(other) => causes.push(Cause::invalid("metadata.annotations", other, "must be a map of strings")),
+        }
+        for (i, f) in object::finalizers(obj).iter().enumerate() {
+            for msg in qualified_name_errors(f) {
+                causes.push(Cause::invalid(format!("metadata.finalizers[{i}]"), f, msg));
+            }
+        }
+        if let Some(refs) = meta.and_then(|m| m.get("ownerReferences")).and_then(Value::as_array) {
+            let mut controllers = 0;
+            for (i, r) in refs.iter().enumerate() {
+                for field in ["apiVersion", "kind", "name", "uid"] {
+                    if r.get(field).and_then(Value::as_str).is_none_or(str::is_empty) {
+                        causes.push(Cause::required(format!("metadata.ownerReferences[{i}].{field}"), ""));
+                    }
+                }
+                if r.get("controller") == Some(&Value::Bool(true)) {
+                    controllers += 1;
+                }
+            }
+            if controllers > 1 {
+                causes.push(Cause::invalid(
+                    "metadata.ownerReferences",
+                    "[...]",
+                    "Only one reference can have Controller set to true",
+                ));
+            }
+        }
+        causes
+    }
+
+    pub async fn create(&self, scope: &Scope, mut obj: Value, ctx: &Context<'_>) -> ApiResult<Value> {
+        let r = &scope.resource;
+        Self::check_type(r, &mut obj)?;
+        Self::reconcile_namespace(scope, &mut obj)?;
+        let requested_name = object::name(&obj).to_string();
+        let attrs = Attributes {
+            operation: Operation::Create,
+            resource: r,
+            subresource: None,
+            namespace: scope.namespace.as_deref(),
+            name: &requested_name,
+            user: ctx.user,
+            dry_run: ctx.dry_run,
+        };
+        ctx.admission.mutate(&attrs, &mut obj, None).await?;
+
+        // Server-owned metadata.
+        let generate = object::name(&obj).is_empty().then(|| object::meta_str(&obj, "generateName").map(String::from)).flatten();
+        {
+            let m = object::meta_mut(&mut obj);
+            for f in ["resourceVersion", "selfLink", "deletionTimestamp", "deletionGracePeriodSeconds"] {
+                m.remove(f);
+            }
+            m.insert("uid".into(), json!(object::new_uid()));
+            m.insert("creationTimestamp".into(), json!(object::now_rfc3339()));
+            if r.strategy.tracks_generation() {
+                m.insert("generation".into(), json!(1));
+            } else {
+                m.remove("generation");
+            }
+        }
+        if r.has_status() && r.strategy.resets_status_on_create() {
+            obj.as_object_mut().map(|m| m.remove("status"));
+        }
+        r.strategy.prepare_for_create(&mut obj);
+
+        for attempt in 0.. {
+            if let Some(prefix) = &generate {
+                let name = format!("{prefix}{}", object::generate_suffix());
+                object::meta_mut(&mut obj).insert("name".into(), json!(name));
+            }
+            let name = object::name(&obj).to_string();
+            let t = scope.target(&name);
+            let mut causes = Self::validate_meta(r, &obj, true);
+            causes.extend(r.strategy.validate(&obj));
+            causes_if_any(&t, causes)?;
+            let attrs = Attributes { name: &name, ..attrs };
+            ctx.admission.validate(&attrs, Some(&obj), None).await?;
+            if ctx.dry_run {
+                return Ok(obj);
+            }
+            match self.store.create(&scope.key(&name), object::to_storage(&obj), 0).await {
+                Ok(rev) => {
+                    object::set_resource_version(&mut obj, rev);
+                    return Ok(obj);
+                }
+                Err(StoreError::AlreadyExists(_)) if generate.is_some() && attempt + 1 < GENERATE_NAME_ATTEMPTS => continue,
+                Err(e) => return Err(Self::store_err(e, &t)),
+            }
+        }
+        unreachable!("the loop returns")
+    }
+
+    /// Fills in what an update may not change and applies the strategy.
+    fn prepare_update(scope: &Scope, new: &mut Value, old: &Value, subresource: Option<&str>) {
+        let r = &scope.resource;
+        if subresource == Some("status") {
+            // A status write changes only status.
+            let status = new.get("status").cloned();
+            *new = old.clone();
+            match status {
+                Some(s) => new["status"] = s,
+                None => {
+                    new.as_object_mut().map(|m| m.remove("status"));
+                }
+            }
+            return;
+        }
+        let old_meta = object::meta(old).cloned().unwrap_or_default();
+        {
+            let m = object::meta_mut(new);
+            for f in ["uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "generation"] {
+                match old_meta.get(f) {
+                    Some(v) => m.insert(f.into(), v.clone()),
+                    None => m.remove(f),
+                };
+            }
+            m.remove("selfLink");
+        }
+        if r.has_status() {
+            match old.get("status") {
+                Some(s) => new["status"] = s.clone(),
+                None => {
+                    new.as_object_mut().map(|m| m.remove("status"));
+                }
+            }
+        }
+        r.strategy.prepare_for_update(new, old);
+        if r.strategy.tracks_generation() && object::spec_changed(new, old) {
+            let g = old_meta.get("generation").and_then(Value::as_i64).unwrap_or(0);
+            object::meta_mut(new).insert("generation".into(), json!(g + 1));
+        }
+    }
+
+    /// Replaces an object (PUT), or its status with `subresource = Some("status")`.
+    /// Returns the stored object and whether it was created.
+    pub async fn update(
+        &self,
+        scope: &Scope,
+        name: &str,
+        obj: Value,
+        subresource: Option<&str>,
+        ctx: &Context<'_>,
+    ) -> ApiResult<(Value, bool)> {
+        let r = &scope.resource;
+        let mut obj = obj;
+        Self::check_type(r, &mut obj)?;
+        let body_name = object::name(&obj).to_string();
+        if !body_name.is_empty() && body_name != name {
+            return Err(ApiError::bad_request(format!(
+                "the name of the object ({body_name}) does not match the name on the URL ({name})"
+            )));
+        }
+        object::meta_mut(&mut obj).insert("name".into(), json!(name));
+        Self::reconcile_namespace(scope, &mut obj)?;
+        let precondition = object::meta_str(&obj, "resourceVersion").map(parse_rv).transpose()?;
+        self.guaranteed_update(scope, name, precondition, subresource, ctx, move |_| Ok(obj.clone())).await
+    }
+
+    /// Applies a JSON patch or merge patch to the current object.
+    pub async fn patch(
+        &self,
+        scope: &Scope,
+        name: &str,
+        patch: Patch,
+        subresource: Option<&str>,
+        ctx: &Context<'_>,
+    ) -> ApiResult<Value> {
+        let patch = Arc::new(patch);
+        let (obj, _) = self
+            .guaranteed_update(scope, name, None, subresource, ctx, move |current| {
+                let mut doc = current.clone();
+                match patch.as_ref() {
+                    Patch::Json(p) => {
+                        let ops: json_patch::Patch = serde_json::from_value(p.clone())
+                            .map_err(|e| ApiError::bad_request(format!("invalid JSON patch: {e}")))?;
+                        json_patch::patch(&mut doc, &ops).map_err(|e| {
+                            ApiError::invalid(
+                                &Target::default(),
+                                vec![Cause::invalid("", "", format!("the server rejected our request due to an error in our request: {e}"))],
+                            )
+                        })?;
+                    }
+                    Patch::Merge(p) => {
+                        if !p.is_object() {
+                            return Err(ApiError::bad_request("a merge patch must be a JSON object"));
+                        }
+                        json_patch::merge(&mut doc, p);
+                    }
+                }
+                Ok(doc)
+            })
+            .await?;
+        Ok(obj)
+    }
+
+    /// The read-modify-write loop shared by update and patch. `precondition` is the
+    /// resourceVersion the client required (a mismatch is a conflict); without one,
+    /// conflicts with concurrent writers are retried. A patch may carry its own
+    /// resourceVersion, which is then a precondition too.
+    async fn guaranteed_update(
+        &self,
+        scope: &Scope,
+        name: &str,
+        precondition: Option<Revision>,
+        subresource: Option<&str>,
+        ctx: &Context<'_>,
+        transform: impl Fn(&Value) -> ApiResult<Value>,
+    ) -> ApiResult<(Value, bool)> {
+        let r = &scope.resource;
+        let t = scope.target(name);
+        let key = scope.key(name);
+        for _ in 0..MAX_CONFLICT_RETRIES {
+            let (kv, _) = self.store.get(&key, 0).await.map_err(|e| Self::store_err(e, &t))?;
+            let Some(kv) = kv else {
+                if r.strategy.allow_create_on_update() && subresource.is_none() {
+                    let obj = transform(&Value::Null)?;
+                    return self.create(scope, obj, ctx).await.map(|o| (o, true));
+                }
+                return Err(ApiError::not_found(&t));
+            };
+            let old = object::from_storage(&kv.value, kv.mod_revision).map_err(ApiError::internal)?;
+            let mut new = transform(&old)?;
+            Self::check_type(r, &mut new)?;
+            if object::name(&new) != name {
+                return Err(ApiError::bad_request(format!(
+                    "the name of the object ({}) does not match the name on the URL ({name})",
+                    object::name(&new)
+                )));
+            }
+            Self::reconcile_namespace(scope, &mut new)?;
+            let required = match precondition {
+                Some(rv) => Some(rv),
+                None => object::meta_str(&new, "resourceVersion").map(parse_rv).transpose()?,
+            };
+            if let Some(rv) = required
+                && rv != kv.mod_revision
+            {
+                return Err(ApiError::modified(&t));
+            }
+            let attrs = Attributes {
+                operation: Operation::Update,
+                resource: r,
+                subresource,
+                namespace: scope.namespace.as_deref(),
+                name,
+                user: ctx.user,
+                dry_run: ctx.dry_run,
+            };
+            ctx.admission.mutate(&attrs, &mut new, Some(&old)).await?;
+            Self::prepare_update(scope, &mut new, &old, subresource);
+            let mut causes = Self::validate_meta(r, &new, false);
+            causes.extend(r.strategy.validate(&new));
+            causes.extend(r.strategy.validate_update(&new, &old));
+            causes_if_any(&t, causes)?;
+            ctx.admission.validate(&attrs, Some(&new), Some(&old)).await?;
+
+            object::set_resource_version(&mut new, kv.mod_revision);
+            if new == old {
+                return Ok((old, false));
+            }
+            // Removing the last finalizer of a deleting object completes its deletion.
+            if object::is_deleting(&new) && object::finalizers(&new).is_empty() {
+                if ctx.dry_run {
+                    return Ok((new, false));
+                }
+                match self.store.delete(&key, Some(kv.mod_revision)).await {
+                    Ok((rev, _)) => {
+                        object::set_resource_version(&mut new, rev);
+                        return Ok((new, false));
+                    }
+                    Err(StoreError::Conflict { .. }) if required.is_none() => continue,
+                    Err(e) => return Err(Self::store_err(e, &t)),
+                }
+            }
+            if ctx.dry_run {
+                return Ok((new, false));
+            }
+            match self.store.update(&key, object::to_storage(&new), kv.mod_revision, 0).await {
+                Ok(rev) => {
+                    object::set_resource_version(&mut new, rev);
+                    return Ok((new, false));
+                }
+                Err(StoreError::Conflict { .. }) if required.is_none() => continue,
+                Err(e) => return Err(Self::store_err(e, &t)),
+            }
+        }
+        Err(ApiError::modified(&t))
+    }
+
+    pub async fn delete(&self, scope: &Scope, name: &str, opts: &DeleteOptions, ctx: &Context<'_>) -> ApiResult<Deleted> {
+        let r = &scope.resource;
+        let t = scope.target(name);
+        let key = scope.key(name);
+        for _ in 0..MAX_CONFLICT_RETRIES {
+            let (kv, _) = self.store.get(&key, 0).await.map_err(|e| Self::store_err(e, &t))?;
+            let kv = kv.ok_or_else(|| ApiError::not_found(&t))?;
+            let current = object::from_storage(&kv.value, kv.mod_revision).map_err(ApiError::internal)?;
+            if let Some(uid) = &opts.precondition_uid {
+                let have = object::meta_str(&current, "uid").unwrap_or("");
+                if have != uid {
+                    return Err(ApiError::conflict(
+                        &t,
+                        &format!("Precondition failed: UID in precondition: {uid}, UID in object meta: {have}"),
+                    ));
+                }
+            }
+            if let Some(rv) = &opts.precondition_resource_version
+                && *rv != kv.mod_revision.to_string()
+            {
+                return Err(ApiError::conflict(
+                    &t,
+                    &format!(
+                        "Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {}",
+                        kv.mod_revision
+                    ),
+                ));
+            }
+            let attrs = Attributes {
+                operation: Operation::Delete,
+                resource: r,
+                subresource: None,
+                namespace: scope.namespace.as_deref(),
+                name,
+                user: ctx.user,
+                dry_run: ctx.dry_run,
+            };
+            ctx.admission.validate(&attrs, None, Some(&current)).await?;
+
+            let mut obj = current.clone();
+            let mut finalizers = object::finalizers(&obj);
+            match opts.propagation_policy.as_deref() {
+                Some("Orphan") if !finalizers.iter().any(|f| f == "orphan") => finalizers.push("orphan".into()),
+                Some("Foreground") if !finalizers.iter().any(|f| f == "foregroundDeletion") => {
+                    finalizers.push("foregroundDeletion".into())
+                }
+                None | Some("Orphan" | "Foreground" | "Background") => {}
+                Some(other) => {
+                    return Err(ApiError::invalid(
+                        &t,
+                        vec![Cause::not_supported("propagationPolicy", other, &["Foreground", "Background", "Orphan"])],
+                    ));
+                }
+            }
+            object::set_finalizers(&mut obj, &finalizers);
+            let action = r.strategy.on_delete(&mut obj);
+            if finalizers.is_empty() && action == DeleteAction::Remove {
+                if ctx.dry_run {
+                    return Ok(Deleted::Now(current));
+                }
+                match self.store.delete(&key, Some(kv.mod_revision)).await {
+                    Ok(_) => return Ok(Deleted::Now(current)),
+                    Err(StoreError::Conflict { .. }) => continue,
+                    Err(e) => return Err(Self::store_err(e, &t)),
+                }
+            }
+            // Kept: mark it as deleting.
+            if !object::is_deleting(&obj) {
+                let m = object::meta_mut(&mut obj);
+                m.insert("deletionTimestamp".into(), json!(object::now_rfc3339()));
+                m.insert("deletionGracePeriodSeconds".into(), json!(opts.grace_period_seconds.unwrap_or(0).max(0)));
+                if r.strategy.tracks_generation() {
+                    let g = m.get("generation").and_then(Value::as_i64).unwrap_or(0);
+                    m.insert("generation".into(), json!(g + 1));
+                }
+            }
+            if obj == current || ctx.dry_run {
+                return Ok(Deleted::Pending(obj));
+            }
+            match self.store.update(&key, object::to_storage(&obj), kv.mod_revision, 0).await {
+                Ok(rev) => {
+                    object::set_resource_version(&mut obj, rev);
+                    return Ok(Deleted::Pending(obj));
+                }
+                Err(StoreError::Conflict { .. }) => continue,
+                Err(e) => return Err(Self::store_err(e, &t)),
+            }
+        }
+        Err(ApiError::modified(&t))
+    }
+
+    pub async fn list(&self, scope: &Scope, opts: &ListOptions) -> ApiResult<ListResult> {
+        let r = &scope.resource;
+        let filter = Filter::new(r, scope.namespace.as_deref(), opts.label_selector.as_deref(), opts.field_selector.as_deref())?;
+        let rv = opts.resource_version.as_deref().filter(|s| !s.is_empty());
+        let rv_match = opts.resource_version_match.as_deref().filter(|s| !s.is_empty());
+        match (rv_match, rv) {
+            (Some("NotOlderThan" | "Exact"), None) => {
+                return Err(ApiError::bad_request(
+                    "resourceVersionMatch is forbidden unless resourceVersion is provided",
+                ));
+            }
+            (Some(m), _) if m != "NotOlderThan" && m != "Exact" => {
+                return Err(ApiError::bad_request(format!(
+                    "resourceVersionMatch: Unsupported value: \"{m}\": supported values: \"Exact\", \"NotOlderThan\""
+                )));
+            }
+            (Some(_), _) if opts.continue_token.is_some() => {
+                return Err(ApiError::bad_request("resourceVersionMatch is forbidden when continue is provided"));
+            }
+            _ => {}
+        }
+        if opts.continue_token.is_some() && rv.is_some_and(|v| v != "0") {
+            return Err(ApiError::bad_request("specifying resource version is not allowed when using continue"));
+        }
+        let from_cache = opts.continue_token.is_none()
+            && (rv == Some("0") || (rv.is_some() && rv_match != Some("Exact") && opts.limit == 0));
+        if from_cache {
+            let wanted = parse_rv(rv.unwrap_or("0"))?;
+            return self.list_from_cache(scope, &filter, wanted).await;
+        }
+        let exact = match rv {
+            Some(v) if rv_match == Some("Exact") || opts.limit > 0 => parse_rv(v)?,
+            _ => 0,
+        };
+        self.list_from_store(scope, &filter, opts, exact).await
+    }
+
+    async fn list_from_cache(&self, scope: &Scope, filter: &Filter, at_least: Revision) -> ApiResult<ListResult> {
+        let cache = self.cache(&scope.resource);
+        if !cache.wait_for(at_least, CACHE_WAIT).await {
+            return Err(ApiError::timeout(format!(
+                "Too large resource version: {at_least}, current: {}",
+                cache.revision()
+            )));
+        }
+        let snap = cache.snapshot(&scope.prefix());
+        let items = snap.objects.iter().filter(|o| filter.matches_cached(o)).map(|o| o.json.clone()).collect();
+        Ok(ListResult { revision: snap.revision, items, continue_token: None, remaining_item_count: None })
+    }
+
+    async fn list_from_store(&self, scope: &Scope, filter: &Filter, opts: &ListOptions, exact: Revision) -> ApiResult<ListResult> {
+        let prefix = scope.prefix();
+        let (mut revision, mut start_after) = match &opts.continue_token {
+            Some(token) => {
+                let (rv, after) = continue_token::decode(token).map_err(ApiError::bad_request)?;
+                (if rv == -1 { 0 } else { rv }, Some(format!("{prefix}{after}")))
+            }
+            None => (exact, None),
+        };
+        let limit = opts.limit;
+        let mut items = Vec::new();
+        let mut last_key: Option<String> = None;
+        loop {
+            let page = if limit == 0 { 0 } else if filter.is_trivial() { limit - items.len() } else { LIST_SCAN_PAGE.max(limit) };
+            let req = RangeRequest { prefix: prefix.clone(), start_after: start_after.clone(), limit: page, revision };
+            let resp = match self.store.range(req).await {
+                Ok(resp) => resp,
+                Err(StoreError::Compacted { .. }) if opts.continue_token.is_some() => {
+                    let mut e = ApiError::gone(
+                        "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.",
+                    );
+                    e.reason = "Expired";
+                    let after = start_after.as_deref().and_then(|k| k.strip_prefix(&prefix)).unwrap_or("");
+                    e.list_continue = (!after.is_empty()).then(|| continue_token::encode(-1, after));
+                    return Err(e);
+                }
+                Err(e) => return Err(Self::store_err(e, &Target::new(&scope.resource.group, &scope.resource.plural, &scope.resource.kind, ""))),
+            };
+            revision = resp.revision;
+            let mut scanned_all = !resp.more;
+            for (i, kv) in resp.kvs.iter().enumerate() {
+                last_key = Some(kv.key.clone());
+                let obj = object::from_storage(&kv.value, kv.mod_revision).map_err(ApiError::internal)?;
+                if filter.matches_value(&scope.resource, &obj) {
+                    items.push(Bytes::from(serde_json::to_vec(&obj).unwrap_or_default()));
+                    if limit > 0 && items.len() == limit {
+                        scanned_all = !resp.more && i + 1 == resp.kvs.len();
+                        let remaining = filter.is_trivial().then(|| resp.count - resp.kvs.len() as i64).filter(|n| *n > 0);
+                        let token = (!scanned_all).then(|| {
+                            let after = last_key.as_deref().and_then(|k| k.strip_prefix(&prefix)).unwrap_or("");
+                            continue_token::encode(revision, after)
+                        });
+                        return Ok(ListResult { revision, items, remaining_item_count: token.as_ref().and(remaining), continue_token: token });
+                    }
+                }
+            }
+            if scanned_all || limit == 0 {
+                return Ok(ListResult { revision, items, continue_token: None, remaining_item_count: None });
+            }
+            start_after = last_key.clone();
+        }
+    }
+
+    /// Deletes every object a list selects (namespace, selectors), one by one.
+    pub async fn delete_collection(
+        &self,
+        scope: &Scope,
+        list: &ListOptions,
+        opts: &DeleteOptions,
+        ctx: &Context<'_>,
+    ) -> ApiResult<ListResult> {
+        let listed = self.list(scope, &ListOptions { limit: 0, continue_token: None, ..list.clone() }).await?;
+        let mut items = Vec::new();
+        for item in listed.items {
+            let obj: Value = serde_json::from_slice(&item).map_err(|e| ApiError::internal(e.to_string()))?;
+            let item_scope = Scope {
+                resource: scope.resource.clone(),
+                namespace: object::meta_str(&obj, "namespace").map(String::from).or(scope.namespace.clone()),
+            };
+            match self.delete(&item_scope, object::name(&obj), opts, ctx).await {
+                Ok(Deleted::Now(o) | Deleted::Pending(o)) => items.push(Bytes::from(serde_json::to_vec(&o).unwrap_or_default())),
+                Err(e) if e.code == 404 => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(ListResult { revision: listed.revision, items, continue_token: None, remaining_item_count: None })
+    }
+
+    /// A watch served from the resource's watch cache.
+    pub async fn watch(&self, scope: &Scope, opts: &WatchOptions) -> ApiResult<impl Stream<Item = WatchItem> + Send + 'static> {
+        let r = scope.resource.clone();
+        let filter = Filter::new(&r, scope.namespace.as_deref(), opts.label_selector.as_deref(), opts.field_selector.as_deref())?;
+        let cache = self.cache(&r);
+        if !cache.wait_ready(CACHE_WAIT).await {
+            return Err(ApiError::service_unavailable("the watch cache is not ready yet; try again"));
+        }
+        let rv = opts.resource_version.as_deref().filter(|s| !s.is_empty());
+        let initial = opts.send_initial_events.unwrap_or(matches!(rv, None | Some("0")));
+        if opts.send_initial_events == Some(true) && !opts.allow_bookmarks {
+            return Err(ApiError::invalid(
+                &Target::default(),
+                vec![Cause::forbidden("allowWatchBookmarks", "allowWatchBookmarks must be set to true when sendInitialEvents is set")],
+            ));
+        }
+        let prefix = scope.prefix();
+        let mut pending: Vec<WatchItem> = Vec::new();
+        let cursor = if initial {
+            if let Some(v) = rv.map(parse_rv).transpose()?
+                && !cache.wait_for(v, CACHE_WAIT).await
+            {
+                return Err(ApiError::timeout(format!("Too large resource version: {v}, current: {}", cache.revision())));
+            }
+            let (snap, cursor) = cache.snapshot_and_cursor(&prefix);
+            pending.extend(snap.objects.iter().filter(|o| filter.matches_cached(o)).map(|o| WatchItem { kind: "ADDED", object: o.json.clone() }));
+            if opts.send_initial_events == Some(true) {
+                pending.push(bookmark(&r, snap.revision, true));
+            }
+            Some(cursor)
+        } else {
+            let after = parse_rv(rv.unwrap_or("0"))?;
+            match cache.cursor(after) {
+                Ok(c) => Some(c),
+                Err(CacheError::TooOld { requested, oldest }) => {
+                    pending.push(error_item(&ApiError::expired(format!("too old resource version: {requested} ({oldest})"))));
+                    None
+                }
+                Err(CacheError::Reset) => None,
+            }
+        };
+        let state = WatchState { cache, cursor, filter, resource: r, pending: pending.into(), allow_bookmarks: opts.allow_bookmarks, last_sent: tokio::time::Instant::now() };
+        Ok(futures::stream::unfold(state, |mut s| async move { s.next().await.map(|item| (item, s)) }))
+    }
+}
+
+fn bookmark(r: &ResourceInfo, rev: Revision, initial_events_end: bool) -> WatchItem {
+    let mut meta = json!({"resourceVersion": rev.to_string()});
+    if initial_events_end {
+        meta["annotations"] = json!({"k8s.io/initial-events-end": "true"});
+    }
+    let obj = json!({"kind": r.kind, "apiVersion": r.api_version(), "metadata": meta});
+    WatchItem { kind: "BOOKMARK", object: Bytes::from(obj.to_string()) }
+}
+
+fn error_item(e: &ApiError) -> WatchItem {
+    WatchItem { kind: "ERROR", object: Bytes::from(e.status().to_string()) }
+}
+
+struct WatchState {
+    cache: Arc<Cacher>,
+    cursor: Option<crate::cache::Cursor>,
+    filter: Filter,
+    resource: Arc<ResourceInfo>,
+    pending: std::collections::VecDeque<WatchItem>,
+    allow_bookmarks: bool,
+    last_sent: tokio::time::Instant,
+}
+
+impl WatchState {
+    async fn next(&mut self) -> Option<WatchItem> {
+        loop {
+            if let Some(item) = self.pending.pop_front() {
+                self.last_sent = tokio::time::Instant::now();
+                return Some(item);
+            }
+            let cursor = self.cursor.as_mut()?;
+            match self.cache.next_events(cursor) {
+                Ok((events, _)) if !events.is_empty() => {
+                    for e in events {
+                        if let Some(item) = convert(&self.filter, &self.resource, &e) {
+                            self.pending.push_back(item);
+                        }
+                    }
+                    continue;
+                }
+                Ok(_) => {}
+                Err(CacheError::TooOld { requested, oldest }) => {
+                    self.cursor = None;
+                    return Some(error_item(&ApiError::expired(format!("too old resource version: {requested} ({oldest})"))));
+                }
+                Err(CacheError::Reset) => {
+                    self.cursor = None;
+                    return None;
+                }
+            }
+            let wait = BOOKMARK_EVERY.saturating_sub(self.last_sent.elapsed());
+            if !cursor.changed(wait).await && self.allow_bookmarks {
+                let rev = cursor.after;
+                self.last_sent = tokio::time::Instant::now();
+                return Some(bookmark(&self.resource, rev, false));
+            }
+        }
+    }
+}
+
+/// How a change looks to one watcher: objects entering or leaving its selection are
+/// added or deleted from its point of view.
+fn convert(filter: &Filter, r: &ResourceInfo, e: &crate::cache::CacheEvent) -> Option<WatchItem> {
+    let now = filter.matches_cached(&e.object);
+    let before = e.prev.as_ref().is_some_and(|p| filter.matches_cached(p));
+    let kind = match (e.kind, before, now) {
+        (crate::cache::EventType::Deleted, true, _) | (crate::cache::EventType::Deleted, false, true) => "DELETED",
+        (crate::cache::EventType::Deleted, false, false) => return None,
+        (_, false, true) => "ADDED",
+        (_, true, true) => "MODIFIED",
+        (_, true, false) => {
+            // Left the selection: a delete of its previous state, at this revision.
+            let prev = e.prev.as_ref()?;
+            let mut v: Value = serde_json::from_slice(&prev.json).ok()?;
+            object::set_resource_version(&mut v, e.revision);
+            let _ = r;
+            return Some(WatchItem { kind: "DELETED", object: Bytes::from(v.to_string()) });
+        }
+        (_, false, false) => return None,
+    };
+    let _: &CachedObject = &e.object;
+    Some(WatchItem { kind, object: e.object.json.clone() })
+}
