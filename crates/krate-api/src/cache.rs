@@ -166,7 +166,9 @@ impl Cacher {
                 }
             }
             let Some(last) = page.kvs.last().filter(|_| page.more).map(|kv| kv.key.clone()) else { break };
-            page = store.range(RangeRequest::prefix(self.prefix.clone()).limit(RELIST_PAGE).at(revision).start_after(last)).await?;
+            page = store
+                .range(RangeRequest::prefix(self.prefix.clone()).limit(RELIST_PAGE).at(revision).start_after(last))
+                .await?;
         }
         {
             let mut s = self.state.write();
@@ -289,7 +291,12 @@ impl Cacher {
     /// The objects under `prefix` (a namespace's, or all) at the cache's revision.
     pub fn snapshot(&self, prefix: &str) -> Snapshot {
         let s = self.state.read();
-        let objects = s.objects.range(prefix.to_string()..).take_while(|(k, _)| k.starts_with(prefix)).map(|(_, o)| o.clone()).collect();
+        let objects = s
+            .objects
+            .range(prefix.to_string()..)
+            .take_while(|(k, _)| k.starts_with(prefix))
+            .map(|(_, o)| o.clone())
+            .collect();
         Snapshot { revision: s.revision, objects }
     }
 
@@ -305,7 +312,12 @@ impl Cacher {
     /// A snapshot and a cursor positioned right after it, taken atomically.
     pub fn snapshot_and_cursor(&self, prefix: &str) -> (Snapshot, Cursor) {
         let s = self.state.read();
-        let objects = s.objects.range(prefix.to_string()..).take_while(|(k, _)| k.starts_with(prefix)).map(|(_, o)| o.clone()).collect();
+        let objects = s
+            .objects
+            .range(prefix.to_string()..)
+            .take_while(|(k, _)| k.starts_with(prefix))
+            .map(|(_, o)| o.clone())
+            .collect();
         let cursor = Cursor { after: s.revision, epoch: s.epoch, changed: self.changed.subscribe() };
         (Snapshot { revision: s.revision, objects }, cursor)
     }

@@ -23,7 +23,8 @@ pub fn encode(revision: Revision, after: &str) -> String {
 
 /// (revision, relative key to continue after).
 pub fn decode(token: &str) -> Result<(Revision, String), String> {
-    let invalid = || "continue key is not valid: incorrect encoded start resourceVersion (version meta.k8s.io/v1)".to_string();
+    let invalid =
+        || "continue key is not valid: incorrect encoded start resourceVersion (version meta.k8s.io/v1)".to_string();
     let bytes = URL_SAFE.decode(token.trim()).map_err(|_| invalid())?;
     let t: Token = serde_json::from_slice(&bytes).map_err(|_| invalid())?;
     if t.v != "meta.k8s.io/v1" {

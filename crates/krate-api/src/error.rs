@@ -27,11 +27,16 @@ impl Cause {
     }
     pub fn required(field: impl Into<String>, detail: impl Into<String>) -> Self {
         let detail = detail.into();
-        let message = if detail.is_empty() { "Required value".to_string() } else { format!("Required value: {detail}") };
+        let message =
+            if detail.is_empty() { "Required value".to_string() } else { format!("Required value: {detail}") };
         Cause { reason: "FieldValueRequired".into(), message, field: field.into() }
     }
     pub fn forbidden(field: impl Into<String>, detail: impl Into<String>) -> Self {
-        Cause { reason: "FieldValueForbidden".into(), message: format!("Forbidden: {}", detail.into()), field: field.into() }
+        Cause {
+            reason: "FieldValueForbidden".into(),
+            message: format!("Forbidden: {}", detail.into()),
+            field: field.into(),
+        }
     }
     pub fn not_supported(field: impl Into<String>, value: &str, supported: &[&str]) -> Self {
         let list = supported.iter().map(|s| format!("\"{s}\"")).collect::<Vec<_>>().join(", ");
@@ -63,7 +68,13 @@ impl Cause {
 
 /// Upstream quotes string values and prints numbers bare.
 fn quote_value(v: &str) -> String {
-    if v.parse::<f64>().is_ok() || v == "true" || v == "false" || v == "null" || v.starts_with('{') || v.starts_with('[') {
+    if v.parse::<f64>().is_ok()
+        || v == "true"
+        || v == "false"
+        || v == "null"
+        || v.starts_with('{')
+        || v.starts_with('[')
+    {
         v.to_string()
     } else {
         format!("\"{v}\"")
@@ -116,7 +127,12 @@ impl Target {
         if self.group.is_empty() { self.kind.clone() } else { format!("{}.{}", self.kind, self.group) }
     }
     fn details(&self) -> Details {
-        Details { name: self.name.clone(), group: self.group.clone(), kind: self.resource.clone(), ..Default::default() }
+        Details {
+            name: self.name.clone(),
+            group: self.group.clone(),
+            kind: self.resource.clone(),
+            ..Default::default()
+        }
     }
 }
 
@@ -131,7 +147,8 @@ impl ApiError {
         e
     }
     pub fn already_exists(t: &Target) -> Self {
-        let mut e = Self::new(409, "AlreadyExists", format!("{} \"{}\" already exists", t.qualified_resource(), t.name));
+        let mut e =
+            Self::new(409, "AlreadyExists", format!("{} \"{}\" already exists", t.qualified_resource(), t.name));
         e.details = Some(t.details());
         e
     }
@@ -164,6 +181,12 @@ impl ApiError {
         });
         e
     }
+    /// A path no route serves.
+    pub fn not_found_path() -> Self {
+        let mut e = Self::new(404, "NotFound", "the server could not find the requested resource");
+        e.details = Some(Details::default());
+        e
+    }
     pub fn bad_request(message: impl Into<String>) -> Self {
         Self::new(400, "BadRequest", message)
     }
@@ -174,7 +197,8 @@ impl ApiError {
         Self::new(403, "Forbidden", message)
     }
     pub fn forbidden_on(t: &Target, why: &str) -> Self {
-        let mut e = Self::new(403, "Forbidden", format!("{} \"{}\" is forbidden: {why}", t.qualified_resource(), t.name));
+        let mut e =
+            Self::new(403, "Forbidden", format!("{} \"{}\" is forbidden: {why}", t.qualified_resource(), t.name));
         e.details = Some(t.details());
         e
     }
@@ -295,7 +319,10 @@ mod tests {
         let t = Target::new("", "configmaps", "ConfigMap", "Bad_Name");
         let e = ApiError::invalid(
             &t,
-            vec![Cause::invalid("metadata.name", "Bad_Name", "a lowercase RFC 1123 subdomain"), Cause::required("data", "")],
+            vec![
+                Cause::invalid("metadata.name", "Bad_Name", "a lowercase RFC 1123 subdomain"),
+                Cause::required("data", ""),
+            ],
         );
         assert_eq!(e.code, 422);
         assert_eq!(

@@ -21,7 +21,12 @@ pub struct Filter {
 
 impl Filter {
     /// Parses the selectors and checks that every field is selectable for the kind.
-    pub fn new(resource: &ResourceInfo, namespace: Option<&str>, labels: Option<&str>, fields: Option<&str>) -> ApiResult<Self> {
+    pub fn new(
+        resource: &ResourceInfo,
+        namespace: Option<&str>,
+        labels: Option<&str>,
+        fields: Option<&str>,
+    ) -> ApiResult<Self> {
         let labels = LabelSelector::parse(labels.unwrap_or("")).map_err(ApiError::bad_request)?;
         let fields = FieldSelector::parse(fields.unwrap_or("")).map_err(ApiError::bad_request)?;
         let selectable = resource.strategy.selectable_fields();

@@ -22,7 +22,9 @@ use crate::object;
 use crate::resource::{ResourceInfo, ResourceTable};
 use crate::strategy::DeleteAction;
 use crate::user::UserInfo;
-use crate::validation::{generate_name_errors, name_errors, qualified_name_errors, validate_annotations, validate_labels};
+use crate::validation::{
+    generate_name_errors, name_errors, qualified_name_errors, validate_annotations, validate_labels,
+};
 
 /// Attempts at a read-modify-write before giving up on conflicts (upstream retries too).
 const MAX_CONFLICT_RETRIES: usize = 16;
@@ -144,7 +146,9 @@ impl Registry {
         self.caches
             .lock()
             .entry(resource.key_prefix.clone())
-            .or_insert_with(|| Cacher::start(self.store.clone(), resource.key_prefix.clone(), resource.strategy.clone()))
+            .or_insert_with(|| {
+                Cacher::start(self.store.clone(), resource.key_prefix.clone(), resource.strategy.clone())
+            })
             .clone()
     }
 
@@ -295,7 +299,8 @@ impl Registry {
         ctx.admission.mutate(&attrs, &mut obj, None).await?;
 
         // Server-owned metadata.
-        let generate = object::name(&obj).is_empty().then(|| object::meta_str(&obj, "generateName").map(String::from)).flatten();
+        let generate =
+            object::name(&obj).is_empty().then(|| object::meta_str(&obj, "generateName").map(String::from)).flatten();
         {
             let m = object::meta_mut(&mut obj);
             for f in ["resourceVersion", "selfLink", "deletionTimestamp", "deletionGracePeriodSeconds"] {
@@ -334,7 +339,9 @@ impl Registry {
                     object::set_resource_version(&mut obj, rev);
                     return Ok(obj);
                 }
-                Err(StoreError::AlreadyExists(_)) if generate.is_some() && attempt + 1 < GENERATE_NAME_ATTEMPTS => continue,
+                Err(StoreError::AlreadyExists(_)) if generate.is_some() && attempt + 1 < GENERATE_NAME_ATTEMPTS => {
+                    continue;
+                }
                 Err(e) => return Err(Self::store_err(e, &t)),
             }
         }
@@ -427,7 +434,11 @@ impl Registry {
                         json_patch::patch(&mut doc, &ops).map_err(|e| {
                             ApiError::invalid(
                                 &Target::default(),
-                                vec![Cause::invalid("", "", format!("the server rejected our request due to an error in our request: {e}"))],
+                                vec![Cause::invalid(
+                                    "",
+                                    "",
+                                    format!("the server rejected our request due to an error in our request: {e}"),
+                                )],
                             )
                         })?;
                     }
@@ -538,7 +549,13 @@ impl Registry {
         Err(ApiError::modified(&t))
     }
 
-    pub async fn delete(&self, scope: &Scope, name: &str, opts: &DeleteOptions, ctx: &Context<'_>) -> ApiResult<Deleted> {
+    pub async fn delete(
+        &self,
+        scope: &Scope,
+        name: &str,
+        opts: &DeleteOptions,
+        ctx: &Context<'_>,
+    ) -> ApiResult<Deleted> {
         let r = &scope.resource;
         let t = scope.target(name);
         let key = scope.key(name);
@@ -631,7 +648,8 @@ impl Registry {
 
     pub async fn list(&self, scope: &Scope, opts: &ListOptions) -> ApiResult<ListResult> {
         let r = &scope.resource;
-        let filter = Filter::new(r, scope.namespace.as_deref(), opts.label_selector.as_deref(), opts.field_selector.as_deref())?;
+        let filter =
+            Filter::new(r, scope.namespace.as_deref(), opts.label_selector.as_deref(), opts.field_selector.as_deref())?;
         let rv = opts.resource_version.as_deref().filter(|s| !s.is_empty());
         let rv_match = opts.resource_version_match.as_deref().filter(|s| !s.is_empty());
         match (rv_match, rv) {
@@ -679,7 +697,13 @@ impl Registry {
         Ok(ListResult { revision: snap.revision, items, continue_token: None, remaining_item_count: None })
     }
 
-    async fn list_from_store(&self, scope: &Scope, filter: &Filter, opts: &ListOptions, exact: Revision) -> ApiResult<ListResult> {
+    async fn list_from_store(
+        &self,
+        scope: &Scope,
+        filter: &Filter,
+        opts: &ListOptions,
+        exact: Revision,
+    ) -> ApiResult<ListResult> {
         let prefix = scope.prefix();
         let (mut revision, mut start_after) = match &opts.continue_token {
             Some(token) => {
@@ -692,7 +716,13 @@ impl Registry {
         let mut items = Vec::new();
         let mut last_key: Option<String> = None;
         loop {
-            let page = if limit == 0 { 0 } else if filter.is_trivial() { limit - items.len() } else { LIST_SCAN_PAGE.max(limit) };
+            let page = if limit == 0 {
+                0
+            } else if filter.is_trivial() {
+                limit - items.len()
+            } else {
+                LIST_SCAN_PAGE.max(limit)
+            };
             let req = RangeRequest { prefix: prefix.clone(), start_after: start_after.clone(), limit: page, revision };
             let resp = match self.store.range(req).await {
                 Ok(resp) => resp,
@@ -705,7 +735,12 @@ impl Registry {
                     e.list_continue = (!after.is_empty()).then(|| continue_token::encode(-1, after));
                     return Err(e);
                 }
-                Err(e) => return Err(Self::store_err(e, &Target::new(&scope.resource.group, &scope.resource.plural, &scope.resource.kind, ""))),
+                Err(e) => {
+                    return Err(Self::store_err(
+                        e,
+                        &Target::new(&scope.resource.group, &scope.resource.plural, &scope.resource.kind, ""),
+                    ));
+                }
             };
             revision = resp.revision;
             let mut scanned_all = !resp.more;
@@ -716,12 +751,18 @@ impl Registry {
                     items.push(Bytes::from(serde_json::to_vec(&obj).unwrap_or_default()));
                     if limit > 0 && items.len() == limit {
                         scanned_all = !resp.more && i + 1 == resp.kvs.len();
-                        let remaining = filter.is_trivial().then(|| resp.count - resp.kvs.len() as i64).filter(|n| *n > 0);
+                        let remaining =
+                            filter.is_trivial().then(|| resp.count - resp.kvs.len() as i64).filter(|n| *n > 0);
                         let token = (!scanned_all).then(|| {
                             let after = last_key.as_deref().and_then(|k| k.strip_prefix(&prefix)).unwrap_or("");
                             continue_token::encode(revision, after)
                         });
-                        return Ok(ListResult { revision, items, remaining_item_count: token.as_ref().and(remaining), continue_token: token });
+                        return Ok(ListResult {
+                            revision,
+                            items,
+                            remaining_item_count: token.as_ref().and(remaining),
+                            continue_token: token,
+                        });
                     }
                 }
             }
@@ -749,7 +790,9 @@ impl Registry {
                 namespace: object::meta_str(&obj, "namespace").map(String::from).or(scope.namespace.clone()),
             };
             match self.delete(&item_scope, object::name(&obj), opts, ctx).await {
-                Ok(Deleted::Now(o) | Deleted::Pending(o)) => items.push(Bytes::from(serde_json::to_vec(&o).unwrap_or_default())),
+                Ok(Deleted::Now(o) | Deleted::Pending(o)) => {
+                    items.push(Bytes::from(serde_json::to_vec(&o).unwrap_or_default()))
+                }
                 Err(e) if e.code == 404 => {}
                 Err(e) => return Err(e),
             }
@@ -758,9 +801,18 @@ impl Registry {
     }
 
     /// A watch served from the resource's watch cache.
-    pub async fn watch(&self, scope: &Scope, opts: &WatchOptions) -> ApiResult<impl Stream<Item = WatchItem> + Send + 'static> {
+    pub async fn watch(
+        &self,
+        scope: &Scope,
+        opts: &WatchOptions,
+    ) -> ApiResult<impl Stream<Item = WatchItem> + Send + 'static> {
         let r = scope.resource.clone();
-        let filter = Filter::new(&r, scope.namespace.as_deref(), opts.label_selector.as_deref(), opts.field_selector.as_deref())?;
+        let filter = Filter::new(
+            &r,
+            scope.namespace.as_deref(),
+            opts.label_selector.as_deref(),
+            opts.field_selector.as_deref(),
+        )?;
         let cache = self.cache(&r);
         if !cache.wait_ready(CACHE_WAIT).await {
             return Err(ApiError::service_unavailable("the watch cache is not ready yet; try again"));
@@ -770,7 +822,10 @@ impl Registry {
         if opts.send_initial_events == Some(true) && !opts.allow_bookmarks {
             return Err(ApiError::invalid(
                 &Target::default(),
-                vec![Cause::forbidden("allowWatchBookmarks", "allowWatchBookmarks must be set to true when sendInitialEvents is set")],
+                vec![Cause::forbidden(
+                    "allowWatchBookmarks",
+                    "allowWatchBookmarks must be set to true when sendInitialEvents is set",
+                )],
             ));
         }
         let prefix = scope.prefix();
@@ -779,10 +834,18 @@ impl Registry {
             if let Some(v) = rv.map(parse_rv).transpose()?
                 && !cache.wait_for(v, CACHE_WAIT).await
             {
-                return Err(ApiError::timeout(format!("Too large resource version: {v}, current: {}", cache.revision())));
+                return Err(ApiError::timeout(format!(
+                    "Too large resource version: {v}, current: {}",
+                    cache.revision()
+                )));
             }
             let (snap, cursor) = cache.snapshot_and_cursor(&prefix);
-            pending.extend(snap.objects.iter().filter(|o| filter.matches_cached(o)).map(|o| WatchItem { kind: "ADDED", object: o.json.clone() }));
+            pending.extend(
+                snap.objects
+                    .iter()
+                    .filter(|o| filter.matches_cached(o))
+                    .map(|o| WatchItem { kind: "ADDED", object: o.json.clone() }),
+            );
             if opts.send_initial_events == Some(true) {
                 pending.push(bookmark(&r, snap.revision, true));
             }
@@ -792,13 +855,23 @@ impl Registry {
             match cache.cursor(after) {
                 Ok(c) => Some(c),
                 Err(CacheError::TooOld { requested, oldest }) => {
-                    pending.push(error_item(&ApiError::expired(format!("too old resource version: {requested} ({oldest})"))));
+                    pending.push(error_item(&ApiError::expired(format!(
+                        "too old resource version: {requested} ({oldest})"
+                    ))));
                     None
                 }
                 Err(CacheError::Reset) => None,
             }
         };
-        let state = WatchState { cache, cursor, filter, resource: r, pending: pending.into(), allow_bookmarks: opts.allow_bookmarks, last_sent: tokio::time::Instant::now() };
+        let state = WatchState {
+            cache,
+            cursor,
+            filter,
+            resource: r,
+            pending: pending.into(),
+            allow_bookmarks: opts.allow_bookmarks,
+            last_sent: tokio::time::Instant::now(),
+        };
         Ok(futures::stream::unfold(state, |mut s| async move { s.next().await.map(|item| (item, s)) }))
     }
 }
@@ -846,7 +919,9 @@ impl WatchState {
                 Ok(_) => {}
                 Err(CacheError::TooOld { requested, oldest }) => {
                     self.cursor = None;
-                    return Some(error_item(&ApiError::expired(format!("too old resource version: {requested} ({oldest})"))));
+                    return Some(error_item(&ApiError::expired(format!(
+                        "too old resource version: {requested} ({oldest})"
+                    ))));
                 }
                 Err(CacheError::Reset) => {
                     self.cursor = None;

@@ -135,7 +135,10 @@ impl ResourceTable {
     /// Every resource upstream v1.36 serves by default.
     pub fn builtin() -> Self {
         let mut inner = TableInner {
-            groups: GROUP_VERSIONS.iter().map(|(g, vs)| (g.to_string(), vs.iter().map(|v| v.to_string()).collect())).collect(),
+            groups: GROUP_VERSIONS
+                .iter()
+                .map(|(g, vs)| (g.to_string(), vs.iter().map(|v| v.to_string()).collect()))
+                .collect(),
             resources: BTreeMap::new(),
         };
         for def in RESOURCES {
@@ -227,7 +230,9 @@ mod tests {
     #[test]
     fn resources_come_and_go_at_run_time() {
         let t = ResourceTable::builtin();
-        let mut info = ResourceInfo::from_def(crate::generated::resources::RESOURCES.iter().find(|r| r.plural == "configmaps").unwrap());
+        let mut info = ResourceInfo::from_def(
+            crate::generated::resources::RESOURCES.iter().find(|r| r.plural == "configmaps").unwrap(),
+        );
         info.group = "example.com".into();
         info.plural = "widgets".into();
         t.add(info);

@@ -118,7 +118,9 @@ fn parse_requirement(raw: &str) -> Result<LabelRequirement, String> {
                     if kind == 0 { LabelOp::NotEquals(value.into()) } else { LabelOp::Equals(value.into()) }
                 }
                 _ => {
-                    let n = value.parse::<i64>().map_err(|_| format!("for 'Gt', 'Lt' operators, the value must be an integer: {value}"))?;
+                    let n = value
+                        .parse::<i64>()
+                        .map_err(|_| format!("for 'Gt', 'Lt' operators, the value must be an integer: {value}"))?;
                     if kind == 2 { LabelOp::GreaterThan(n) } else { LabelOp::LessThan(n) }
                 }
             };

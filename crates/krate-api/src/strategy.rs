@@ -178,7 +178,9 @@ impl Strategy for Secrets {
         if new.get("type") != old.get("type") {
             causes.push(Cause::invalid("type", field_value(new, "type"), "field is immutable"));
         }
-        if old.get("immutable") == Some(&Value::Bool(true)) && (new.get("data") != old.get("data") || new.get("immutable") != old.get("immutable")) {
+        if old.get("immutable") == Some(&Value::Bool(true))
+            && (new.get("data") != old.get("data") || new.get("immutable") != old.get("immutable"))
+        {
             causes.push(Cause::forbidden("data", "field is immutable when `immutable` is set"));
         }
         causes
@@ -193,7 +195,11 @@ impl Strategy for ConfigMaps {
     fn validate_update(&self, new: &Value, old: &Value) -> Vec<Cause> {
         let locked = old.get("immutable") == Some(&Value::Bool(true));
         let changed = ["data", "binaryData", "immutable"].iter().any(|f| new.get(f) != old.get(f));
-        if locked && changed { vec![Cause::forbidden("data", "field is immutable when `immutable` is set")] } else { vec![] }
+        if locked && changed {
+            vec![Cause::forbidden("data", "field is immutable when `immutable` is set")]
+        } else {
+            vec![]
+        }
     }
 }
 

@@ -41,10 +41,15 @@ pub fn is_dns1123_label(s: &str) -> bool {
 }
 
 pub fn is_dns1123_subdomain(s: &str) -> bool {
-    s.len() <= DNS1123_SUBDOMAIN_MAX && !s.is_empty() && s.split('.').all(|part| {
-        let b = part.as_bytes();
-        !b.is_empty() && is_lower_alnum(b[0]) && is_lower_alnum(b[b.len() - 1]) && b.iter().all(|c| is_lower_alnum(*c) || *c == b'-')
-    })
+    s.len() <= DNS1123_SUBDOMAIN_MAX
+        && !s.is_empty()
+        && s.split('.').all(|part| {
+            let b = part.as_bytes();
+            !b.is_empty()
+                && is_lower_alnum(b[0])
+                && is_lower_alnum(b[b.len() - 1])
+                && b.iter().all(|c| is_lower_alnum(*c) || *c == b'-')
+        })
 }
 
 fn is_dns1035_label(s: &str) -> bool {

@@ -1,3 +1,20 @@
-//! The Kubernetes API server: HTTP → authentication → audit → authorization →
-//! admission → registry → store, and the watch cache that fans store changes out to
-//! every watcher. Arrives with the API server core issue.
+//! The Kubernetes API server.
+//!
+//! - [`serve`]: HTTPS (rustls), client-certificate authentication, HTTP/1.1 and HTTP/2;
+//! - [`server`]: the request road (authorization, then admission and the generic
+//!   registry from `krate-api`), REST verbs, watches;
+//! - [`discovery`], [`health`]: discovery documents, health and version endpoints;
+//! - [`pki`]: the cluster CA, serving and client certificates, kubeconfigs.
+
+pub mod authn;
+pub mod body;
+pub mod bootstrap;
+pub mod discovery;
+pub mod health;
+pub mod metrics;
+pub mod pki;
+pub mod request;
+pub mod serve;
+pub mod server;
+
+pub use server::{ApiServer, ApiServerConfig};

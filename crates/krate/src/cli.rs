@@ -65,6 +65,9 @@ pub struct ServerArgs {
     /// etcd client URLs, comma-separated (with --storage etcd).
     #[arg(long, value_delimiter = ',')]
     pub etcd_servers: Vec<String>,
+    /// Let requests without credentials act as system:anonymous (false: refuse them with 401).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    pub anonymous_auth: bool,
     /// How often old revisions are compacted away, in seconds.
     #[arg(long, default_value_t = 300)]
     pub compaction_interval_seconds: u64,

@@ -1,0 +1,123 @@
+//! Request bodies in, responses out: JSON and YAML, size limits, content negotiation.
+
+use bytes::Bytes;
+use http::{HeaderMap, Response, StatusCode, header};
+use http_body_util::{BodyExt, Full, Limited, combinators::BoxBody};
+use serde_json::Value;
+
+use krate_api::ApiError;
+
+pub type Body = BoxBody<Bytes, std::io::Error>;
+
+/// Upstream refuses request bodies over 3 MiB.
+pub const MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
+
+pub fn full(bytes: impl Into<Bytes>) -> Body {
+    Full::new(bytes.into()).map_err(|never| match never {}).boxed()
+}
+
+/// How to write a response body.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    Json,
+    Yaml,
+}
+
+/// Picks the response format from Accept; 406 when only formats we do not speak are acceptable.
+pub fn negotiate(headers: &HeaderMap) -> Result<Format, ApiError> {
+    let Some(accept) = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()) else { return Ok(Format::Json) };
+    for item in accept.split(',') {
+        let mt = item.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
+        match mt.as_str() {
+            "" | "*/*" | "application/*" | "application/json" => return Ok(Format::Json),
+            "application/yaml" => return Ok(Format::Yaml),
+            _ => {}
+        }
+    }
+    Err(ApiError::not_acceptable(format!(
+        "only the following media types are accepted: application/json, application/yaml (asked for {accept})"
+    )))
+}
+
+/// Reads a body of at most [`MAX_BODY_BYTES`].
+pub async fn read<B>(body: B) -> Result<Bytes, ApiError>
+where
+    B: http_body::Body<Data = Bytes> + Send,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    match Limited::new(body, MAX_BODY_BYTES).collect().await {
+        Ok(c) => Ok(c.to_bytes()),
+        Err(e) if e.is::<http_body_util::LengthLimitError>() => {
+            Err(ApiError::too_large("the request body is too large: it may be at most 3145728 bytes"))
+        }
+        Err(e) => Err(ApiError::bad_request(format!("reading the request body failed: {e}"))),
+    }
+}
+
+/// Decodes a JSON or YAML object according to Content-Type.
+pub fn decode(headers: &HeaderMap, bytes: &[u8]) -> Result<Value, ApiError> {
+    let ct = content_type(headers);
+    let value: Value = match ct.as_str() {
+        "" | "application/json" | "*/*" => {
+            serde_json::from_slice(bytes).map_err(|e| ApiError::bad_request(format!("error decoding JSON: {e}")))?
+        }
+        "application/yaml" => {
+            serde_yaml_ng::from_slice(bytes).map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))?
+        }
+        other => {
+            return Err(ApiError::unsupported_media_type(format!(
+                "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml (got {other})"
+            )));
+        }
+    };
+    if !value.is_object() {
+        return Err(ApiError::bad_request("the request body must be an object"));
+    }
+    Ok(value)
+}
+
+pub fn content_type(headers: &HeaderMap) -> String {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .map(|v| v.split(';').next().unwrap_or("").trim().to_ascii_lowercase())
+        .unwrap_or_default()
+}
+
+pub fn respond_bytes(status: StatusCode, format: Format, json: Bytes) -> Response<Body> {
+    let (ct, body) = match format {
+        Format::Json => ("application/json", json),
+        Format::Yaml => {
+            let v: Value = serde_json::from_slice(&json).unwrap_or(Value::Null);
+            ("application/yaml", Bytes::from(serde_yaml_ng::to_string(&v).unwrap_or_default()))
+        }
+    };
+    Response::builder()
+        .status(status)
+        .header(header::CONTENT_TYPE, ct)
+        .header("cache-control", "no-cache, private")
+        .body(full(body))
+        .expect("static headers are valid")
+}
+
+pub fn respond(status: StatusCode, format: Format, value: &Value) -> Response<Body> {
+    respond_bytes(status, format, Bytes::from(serde_json::to_vec(value).unwrap_or_default()))
+}
+
+pub fn error(e: &ApiError, format: Format) -> Response<Body> {
+    let status = StatusCode::from_u16(e.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let mut resp = respond(status, format, &e.status());
+    if let Some(secs) = e.retry_after {
+        resp.headers_mut().insert(header::RETRY_AFTER, secs.into());
+    }
+    resp
+}
+
+pub fn text(status: StatusCode, body: String) -> Response<Body> {
+    Response::builder()
+        .status(status)
+        .header(header::CONTENT_TYPE, "text/plain; charset=utf-8")
+        .header("x-content-type-options", "nosniff")
+        .body(full(body))
+        .expect("static headers are valid")
+}

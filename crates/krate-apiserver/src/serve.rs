@@ -1,0 +1,106 @@
+//! HTTPS serving: rustls (client certificates optional, verified against the cluster CA),
+//! HTTP/1.1 and HTTP/2, each request handed to the [`ApiServer`] with the user its
+//! certificate names.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::server::conn::auto;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use rustls::server::WebPkiClientVerifier;
+use tokio::net::TcpListener;
+use tokio_rustls::TlsAcceptor;
+
+use crate::authn;
+use crate::pki::Pki;
+use crate::server::ApiServer;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    #[error("TLS configuration: {0}")]
+    Tls(String),
+    #[error("cannot listen on {addr}: {source}")]
+    Bind { addr: SocketAddr, source: std::io::Error },
+}
+
+fn tls_config(pki: &Pki) -> Result<rustls::ServerConfig, ServeError> {
+    let tls = |e: &dyn std::fmt::Display| ServeError::Tls(e.to_string());
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_slice_iter(pki.ca.cert_pem.as_bytes()) {
+        roots.add(cert.map_err(|e| tls(&e))?).map_err(|e| tls(&e))?;
+    }
+    let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider.clone())
+        .allow_unauthenticated()
+        .build()
+        .map_err(|e| tls(&e))?;
+    let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(pki.serving.cert_pem.as_bytes())
+        .collect::<Result<_, _>>()
+        .map_err(|e| tls(&e))?;
+    let key = PrivateKeyDer::from_pem_slice(pki.serving.key_pem.as_bytes()).map_err(|e| tls(&e))?;
+    let mut config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| tls(&e))?
+        .with_client_cert_verifier(verifier)
+        .with_single_cert(chain, key)
+        .map_err(|e| tls(&e))?;
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    Ok(config)
+}
+
+/// A bound listener; `run` serves until the task is dropped.
+pub struct Listener {
+    listener: TcpListener,
+    acceptor: TlsAcceptor,
+    server: Arc<ApiServer>,
+}
+
+impl Listener {
+    pub async fn bind(addr: SocketAddr, pki: &Pki, server: Arc<ApiServer>) -> Result<Listener, ServeError> {
+        let acceptor = TlsAcceptor::from(Arc::new(tls_config(pki)?));
+        let listener = TcpListener::bind(addr).await.map_err(|source| ServeError::Bind { addr, source })?;
+        Ok(Listener { listener, acceptor, server })
+    }
+
+    pub fn local_addr(&self) -> SocketAddr {
+        self.listener.local_addr().expect("a bound socket has an address")
+    }
+
+    pub async fn run(self) {
+        loop {
+            let (tcp, peer) = match self.listener.accept().await {
+                Ok(c) => c,
+                Err(e) => {
+                    tracing::warn!(error = %e, "accept failed");
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                    continue;
+                }
+            };
+            let _ = tcp.set_nodelay(true);
+            let (acceptor, server) = (self.acceptor.clone(), self.server.clone());
+            tokio::spawn(async move {
+                let tls = match acceptor.accept(tcp).await {
+                    Ok(tls) => tls,
+                    Err(e) => {
+                        tracing::debug!(%peer, error = %e, "TLS handshake failed");
+                        return;
+                    }
+                };
+                let user =
+                    tls.get_ref().1.peer_certificates().and_then(|c| c.first()).and_then(|c| authn::user_from_cert(c));
+                let service = service_fn(move |req| {
+                    let (server, user) = (server.clone(), user.clone());
+                    async move { Ok::<_, std::convert::Infallible>(server.handle(req, user).await) }
+                });
+                if let Err(e) =
+                    auto::Builder::new(TokioExecutor::new()).serve_connection(TokioIo::new(tls), service).await
+                {
+                    tracing::debug!(%peer, error = %e, "connection ended with an error");
+                }
+            });
+        }
+    }
+}
