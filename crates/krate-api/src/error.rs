@@ -87,7 +87,7 @@ pub struct ApiError {
     pub code: u16,
     pub reason: &'static str,
     pub message: String,
-    pub details: Option<Details>,
+    pub details: Option<Box<Details>>,
     /// Seconds a client should wait (429, 503).
     pub retry_after: Option<u64>,
     /// A continue token offered with an expired list (status.metadata.continue).
@@ -143,13 +143,13 @@ impl ApiError {
 
     pub fn not_found(t: &Target) -> Self {
         let mut e = Self::new(404, "NotFound", format!("{} \"{}\" not found", t.qualified_resource(), t.name));
-        e.details = Some(t.details());
+        e.details = Some(Box::new(t.details()));
         e
     }
     pub fn already_exists(t: &Target) -> Self {
         let mut e =
             Self::new(409, "AlreadyExists", format!("{} \"{}\" already exists", t.qualified_resource(), t.name));
-        e.details = Some(t.details());
+        e.details = Some(Box::new(t.details()));
         e
     }
     pub fn conflict(t: &Target, why: &str) -> Self {
@@ -158,7 +158,7 @@ impl ApiError {
             "Conflict",
             format!("Operation cannot be fulfilled on {} \"{}\": {why}", t.qualified_resource(), t.name),
         );
-        e.details = Some(t.details());
+        e.details = Some(Box::new(t.details()));
         e
     }
     /// The usual optimistic-concurrency conflict.
@@ -172,19 +172,19 @@ impl ApiError {
             many => format!("[{}]", many.iter().map(Cause::summary).collect::<Vec<_>>().join(", ")),
         };
         let mut e = Self::new(422, "Invalid", format!("{} \"{}\" is invalid: {summary}", t.qualified_kind(), t.name));
-        e.details = Some(Details {
+        e.details = Some(Box::new(Details {
             name: t.name.clone(),
             group: t.group.clone(),
             kind: t.kind.clone(),
             causes,
             ..Default::default()
-        });
+        }));
         e
     }
     /// A path no route serves.
     pub fn not_found_path() -> Self {
         let mut e = Self::new(404, "NotFound", "the server could not find the requested resource");
-        e.details = Some(Details::default());
+        e.details = Some(Box::default());
         e
     }
     pub fn bad_request(message: impl Into<String>) -> Self {
@@ -199,7 +199,7 @@ impl ApiError {
     pub fn forbidden_on(t: &Target, why: &str) -> Self {
         let mut e =
             Self::new(403, "Forbidden", format!("{} \"{}\" is forbidden: {why}", t.qualified_resource(), t.name));
-        e.details = Some(t.details());
+        e.details = Some(Box::new(t.details()));
         e
     }
     pub fn method_not_allowed(message: impl Into<String>) -> Self {
@@ -224,7 +224,7 @@ impl ApiError {
     pub fn too_many_requests(message: impl Into<String>, retry_after: u64) -> Self {
         let mut e = Self::new(429, "TooManyRequests", message);
         e.retry_after = Some(retry_after);
-        e.details = Some(Details { retry_after_seconds: Some(retry_after), ..Default::default() });
+        e.details = Some(Box::new(Details { retry_after_seconds: Some(retry_after), ..Default::default() }));
         e
     }
     pub fn timeout(message: impl Into<String>) -> Self {

@@ -165,7 +165,7 @@ pub fn validate_labels(labels: &serde_json::Map<String, serde_json::Value>, fiel
         match v.as_str() {
             Some(s) => {
                 for msg in label_value_errors(s) {
-                    causes.push(Cause::invalid(format!("{field}"), s, msg));
+                    causes.push(Cause::invalid(field, s, msg));
                 }
             }
             None => causes.push(Cause::invalid(format!("{field}.{k}"), v, "label values must be strings")),

@@ -16,5 +16,6 @@ pub mod pki;
 pub mod request;
 pub mod serve;
 pub mod server;
+pub mod start;
 
 pub use server::{ApiServer, ApiServerConfig};

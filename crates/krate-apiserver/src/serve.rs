@@ -65,6 +65,20 @@ impl Listener {
         Ok(Listener { listener, acceptor, server })
     }
 
+    /// Serves on an already bound socket.
+    pub fn from_std(
+        listener: std::net::TcpListener,
+        pki: &Pki,
+        server: Arc<ApiServer>,
+    ) -> Result<Listener, ServeError> {
+        let acceptor = TlsAcceptor::from(Arc::new(tls_config(pki)?));
+        let addr = listener.local_addr().map_err(|e| ServeError::Tls(e.to_string()))?;
+        let bind_err = |source| ServeError::Bind { addr, source };
+        listener.set_nonblocking(true).map_err(bind_err)?;
+        let listener = TcpListener::from_std(listener).map_err(bind_err)?;
+        Ok(Listener { listener, acceptor, server })
+    }
+
     pub fn local_addr(&self) -> SocketAddr {
         self.listener.local_addr().expect("a bound socket has an address")
     }

@@ -234,7 +234,7 @@ impl ApiServer {
         // A namespaced object is created, read or changed within a namespace.
         let needs_namespace =
             r.namespaced && info.namespace.is_none() && !matches!(info.verb.as_str(), "list" | "watch");
-        if !verbs.iter().any(|v| *v == info.verb) || needs_namespace {
+        if !verbs.contains(&info.verb) || needs_namespace {
             return Err(ApiError::method_not_allowed(
                 "the server does not allow this method on the requested resource",
             ));

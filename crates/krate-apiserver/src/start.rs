@@ -1,0 +1,111 @@
+//! Starting an API server: certificates, registry, admission chain, listener, start-up
+//! work, and the admin kubeconfig once ready. `krate server` and the integration tests
+//! both start the control plane through here.
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use krate_admission::{Chain, NamespaceLifecycle};
+use krate_api::{Registry, ResourceTable};
+use krate_store::DynStore;
+use tokio::task::JoinHandle;
+
+use crate::pki::{Pki, PkiError, write_private};
+use crate::serve::{Listener, ServeError};
+use crate::{ApiServer, ApiServerConfig, bootstrap};
+
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error(transparent)]
+    Pki(#[from] PkiError),
+    #[error(transparent)]
+    Serve(#[from] ServeError),
+    #[error("start-up work failed: {0}")]
+    Bootstrap(String),
+    #[error("{0}")]
+    Io(String),
+}
+
+pub struct Options {
+    pub data_dir: PathBuf,
+    pub bind: SocketAddr,
+    pub anonymous_auth: bool,
+    /// Extra names or addresses for the serving certificate.
+    pub extra_sans: Vec<String>,
+    pub store: DynStore,
+}
+
+/// A serving API server.
+pub struct Running {
+    pub url: String,
+    pub port: u16,
+    pub kubeconfig_path: PathBuf,
+    pub server: Arc<ApiServer>,
+    pub pki: Pki,
+    pub task: JoinHandle<()>,
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+fn local_address(bind: IpAddr) -> IpAddr {
+    if bind.is_unspecified() { IpAddr::V4(Ipv4Addr::LOCALHOST) } else { bind }
+}
+
+pub async fn start(opts: Options) -> Result<Running, StartError> {
+    let io = |e: std::io::Error| StartError::Io(format!("{}: {e}", opts.data_dir.display()));
+    tokio::fs::create_dir_all(&opts.data_dir).await.map_err(io)?;
+    let kubeconfig_path = opts.data_dir.join("admin.kubeconfig");
+    // Scripts wait for this file to appear: it must only exist once we are ready.
+    let _ = tokio::fs::remove_file(&kubeconfig_path).await;
+
+    let tls_dir = opts.data_dir.join("server").join("tls");
+    let mut sans: Vec<String> = [
+        "localhost",
+        "127.0.0.1",
+        "kubernetes",
+        "kubernetes.default",
+        "kubernetes.default.svc",
+        "kubernetes.default.svc.cluster.local",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    if !opts.bind.ip().is_unspecified() && !opts.bind.ip().is_loopback() {
+        sans.push(opts.bind.ip().to_string());
+    }
+    sans.extend(opts.extra_sans.iter().cloned());
+    let pki = tokio::task::spawn_blocking(move || Pki::ensure(&tls_dir, &sans))
+        .await
+        .map_err(|e| StartError::Io(e.to_string()))??;
+
+    let registry = Arc::new(Registry::new(opts.store.clone(), Arc::new(ResourceTable::builtin())));
+    let admission = Arc::new(Chain::new(vec![Arc::new(NamespaceLifecycle::new(&registry))]));
+    let advertise_ip = local_address(opts.bind.ip());
+    // Bound first: the advertised port is known only then (port 0 in tests).
+    let std_listener = std::net::TcpListener::bind(opts.bind)
+        .map_err(|source| StartError::Serve(ServeError::Bind { addr: opts.bind, source }))?;
+    let bound = std_listener.local_addr().map_err(|e| StartError::Io(e.to_string()))?;
+    let config = ApiServerConfig {
+        advertise_address: SocketAddr::new(advertise_ip, bound.port()).to_string(),
+        anonymous_auth: opts.anonymous_auth,
+    };
+    let server = Arc::new(ApiServer::new(registry.clone(), admission, config));
+    let listener = Listener::from_std(std_listener, &pki, server.clone())?;
+    let task = tokio::spawn(listener.run());
+
+    bootstrap::system_namespaces(&registry).await.map_err(|e| StartError::Bootstrap(e.to_string()))?;
+    server.set_ready();
+
+    let url = format!("https://{}", SocketAddr::new(advertise_ip, bound.port()));
+    let kubeconfig = pki.kubeconfig(&url, &pki.admin, "admin");
+    let path = kubeconfig_path.clone();
+    tokio::task::spawn_blocking(move || write_private(&path, &kubeconfig))
+        .await
+        .map_err(|e| StartError::Io(e.to_string()))??;
+    Ok(Running { url, port: bound.port(), kubeconfig_path, server, pki, task })
+}

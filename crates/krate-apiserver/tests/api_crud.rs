@@ -1,0 +1,253 @@
+//! The API server over HTTPS with kube-rs: CRUD semantics, metadata, errors.
+
+mod common;
+
+use common::TestServer;
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::core::Status as ErrorResponse;
+use serde_json::json;
+
+fn cm(name: &str, data: serde_json::Value) -> ConfigMap {
+    serde_json::from_value(json!({"metadata": {"name": name}, "data": data})).unwrap()
+}
+
+/// The API error a call failed with.
+fn api_err<T: std::fmt::Debug>(r: Result<T, kube::Error>) -> ErrorResponse {
+    match r {
+        Err(kube::Error::Api(e)) => *e,
+        other => panic!("expected an API error, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn create_get_update_delete_with_upstream_metadata() {
+    let srv = TestServer::start().await;
+    let api: Api<ConfigMap> = Api::namespaced(srv.client().await, "default");
+
+    let created = api.create(&PostParams::default(), &cm("one", json!({"a": "1"}))).await.unwrap();
+    let meta = &created.metadata;
+    assert_eq!(meta.namespace.as_deref(), Some("default"));
+    assert_eq!(meta.uid.as_ref().unwrap().len(), 36);
+    assert!(meta.creation_timestamp.is_some());
+    let rv1: i64 = meta.resource_version.as_ref().unwrap().parse().unwrap();
+    assert!(meta.generation.is_none(), "ConfigMaps do not track generation");
+
+    let got = api.get("one").await.unwrap();
+    assert_eq!(got.metadata.resource_version, created.metadata.resource_version);
+    assert_eq!(got.data.as_ref().unwrap()["a"], "1");
+
+    // Update with the current resourceVersion; the server keeps uid and creationTimestamp.
+    let mut next = got.clone();
+    next.data = Some([("a".to_string(), "2".to_string())].into());
+    next.metadata.uid = Some("forged".into());
+    let updated = api.replace("one", &PostParams::default(), &next).await.unwrap();
+    assert_eq!(updated.metadata.uid, created.metadata.uid);
+    assert!(updated.metadata.resource_version.as_ref().unwrap().parse::<i64>().unwrap() > rv1);
+
+    // A stale resourceVersion is a conflict.
+    let e = api_err(api.replace("one", &PostParams::default(), &got).await);
+    assert_eq!((e.code, e.reason.as_str()), (409, "Conflict"));
+    assert!(e.message.contains("the object has been modified"), "{}", e.message);
+
+    // Creating it again: AlreadyExists.
+    let e = api_err(api.create(&PostParams::default(), &cm("one", json!({}))).await);
+    assert_eq!((e.code, e.reason.as_str()), (409, "AlreadyExists"));
+    assert_eq!(e.message, "configmaps \"one\" already exists");
+
+    // Merge patch and JSON patch.
+    let p = api
+        .patch("one", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"labels": {"x": "y"}}})))
+        .await
+        .unwrap();
+    assert_eq!(p.metadata.labels.unwrap()["x"], "y");
+    let ops: json_patch::Patch =
+        serde_json::from_value(json!([{"op": "add", "path": "/data/b", "value": "3"}])).unwrap();
+    let p = api.patch("one", &PatchParams::default(), &Patch::Json::<()>(ops)).await.unwrap();
+    assert_eq!(p.data.unwrap()["b"], "3");
+
+    api.delete("one", &DeleteParams::default()).await.unwrap();
+    let e = api_err(api.get("one").await);
+    assert_eq!((e.code, e.reason.as_str(), e.message.as_str()), (404, "NotFound", "configmaps \"one\" not found"));
+}
+
+#[tokio::test]
+async fn bad_input_gets_clear_errors_and_loses_nothing() {
+    let srv = TestServer::start().await;
+    let client = srv.client().await;
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+
+    // Invalid names and labels: 422 with one cause per field.
+    let bad: ConfigMap = serde_json::from_value(json!({
+        "metadata": {"name": "Bad_Name", "labels": {"bad key": "v", "ok": "-bad-value"}},
+    }))
+    .unwrap();
+    let e = api_err(api.create(&PostParams::default(), &bad).await);
+    assert_eq!((e.code, e.reason.as_str()), (422, "Invalid"));
+    assert!(e.message.starts_with("ConfigMap \"Bad_Name\" is invalid: ["), "{}", e.message);
+    assert!(e.message.contains("metadata.name: Invalid value: \"Bad_Name\""));
+    assert!(e.message.contains("metadata.labels: Invalid value: \"bad key\""));
+
+    // No name at all.
+    let e = api_err(api.create(&PostParams::default(), &ConfigMap::default()).await);
+    assert_eq!(e.code, 422);
+    assert!(e.message.contains("name or generateName is required"), "{}", e.message);
+
+    // Namespace in the body differs from the URL: 400.
+    let mut other = cm("x", json!({}));
+    other.metadata.namespace = Some("kube-system".into());
+    let e = api_err(api.create(&PostParams::default(), &other).await);
+    assert_eq!((e.code, e.reason.as_str()), (400, "BadRequest"));
+
+    // A namespace that does not exist.
+    let nowhere: Api<ConfigMap> = Api::namespaced(client.clone(), "nowhere");
+    let e = api_err(nowhere.create(&PostParams::default(), &cm("x", json!({}))).await);
+    assert_eq!((e.code, e.message.as_str()), (404, "namespaces \"nowhere\" not found"));
+
+    // Malformed JSON, a wrong apiVersion, an oversized body, an unknown media type.
+    let raw = |body: Vec<u8>, ct: &str| {
+        http::Request::post("/api/v1/namespaces/default/configmaps").header("content-type", ct).body(body).unwrap()
+    };
+    for (body, ct, code) in [
+        (b"{not json".to_vec(), "application/json", 400),
+        (br#"{"apiVersion":"apps/v1","kind":"ConfigMap","metadata":{"name":"v"}}"#.to_vec(), "application/json", 400),
+        (br#"["an array"]"#.to_vec(), "application/json", 400),
+        (vec![b' '; 3 * 1024 * 1024 + 10], "application/json", 413),
+        (b"x".to_vec(), "text/plain", 415),
+    ] {
+        let e = api_err(client.request::<serde_json::Value>(raw(body, ct)).await);
+        assert_eq!(e.code, code, "{}", e.message);
+        assert!(format!("{:?}", e.status).contains("Failure"));
+    }
+    // YAML bodies are accepted.
+    let yaml = b"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: from-yaml\ndata:\n  k: v\n".to_vec();
+    let v: serde_json::Value = client.request(raw(yaml, "application/yaml")).await.unwrap();
+    assert_eq!(v["data"]["k"], "v");
+
+    // Nothing above left anything behind except the YAML one.
+    let names: Vec<String> =
+        api.list(&ListParams::default()).await.unwrap().items.into_iter().filter_map(|c| c.metadata.name).collect();
+    assert_eq!(names, vec!["from-yaml"]);
+}
+
+#[tokio::test]
+async fn generate_name_dry_run_and_finalizers() {
+    let srv = TestServer::start().await;
+    let api: Api<ConfigMap> = Api::namespaced(srv.client().await, "default");
+
+    let mut generated = ConfigMap::default();
+    generated.metadata.generate_name = Some("web-".into());
+    let a = api.create(&PostParams::default(), &generated).await.unwrap();
+    let b = api.create(&PostParams::default(), &generated).await.unwrap();
+    let (na, nb) = (a.metadata.name.unwrap(), b.metadata.name.unwrap());
+    assert!(na.starts_with("web-") && na.len() == 9 && na != nb);
+
+    let dry = PostParams { dry_run: true, ..Default::default() };
+    let out = api.create(&dry, &cm("dry", json!({"k": "v"}))).await.unwrap();
+    assert_eq!(out.metadata.name.as_deref(), Some("dry"));
+    assert!(api.get_opt("dry").await.unwrap().is_none(), "dry run stores nothing");
+
+    // An object with a finalizer stays, marked for deletion, until the finalizer goes.
+    let mut held = cm("held", json!({}));
+    held.metadata.finalizers = Some(vec!["example.com/hold".into()]);
+    api.create(&PostParams::default(), &held).await.unwrap();
+    let r = api.delete("held", &DeleteParams::default()).await.unwrap();
+    let pending = r.left().expect("the object is returned while it waits for finalizers");
+    assert!(pending.metadata.deletion_timestamp.is_some());
+    let got = api.get("held").await.unwrap();
+    assert!(got.metadata.deletion_timestamp.is_some());
+    api.patch("held", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"finalizers": null}}))).await.unwrap();
+    assert!(api.get_opt("held").await.unwrap().is_none(), "removing the last finalizer deletes it");
+
+    // Orphan propagation adds the orphan finalizer.
+    api.create(&PostParams::default(), &cm("orphaned", json!({}))).await.unwrap();
+    let r = api.delete("orphaned", &DeleteParams::orphan()).await.unwrap();
+    let o = r.left().unwrap();
+    assert_eq!(o.metadata.finalizers, Some(vec!["orphan".to_string()]));
+
+    // Preconditions.
+    let c = api.create(&PostParams::default(), &cm("pre", json!({}))).await.unwrap();
+    let wrong = DeleteParams {
+        preconditions: Some(kube::api::Preconditions { uid: Some("nope".into()), resource_version: None }),
+        ..Default::default()
+    };
+    let e = api_err(api.delete("pre", &wrong).await);
+    assert_eq!(e.code, 409);
+    assert!(e.message.contains("Precondition failed: UID in precondition: nope"), "{}", e.message);
+    let right = DeleteParams {
+        preconditions: Some(kube::api::Preconditions {
+            uid: c.metadata.uid.clone(),
+            resource_version: c.metadata.resource_version.clone(),
+        }),
+        ..Default::default()
+    };
+    api.delete("pre", &right).await.unwrap();
+}
+
+#[tokio::test]
+async fn status_subresource_and_generation() {
+    let srv = TestServer::start().await;
+    let api: Api<Deployment> = Api::namespaced(srv.client().await, "default");
+    let d: Deployment = serde_json::from_value(json!({
+        "metadata": {"name": "web"},
+        "spec": {
+            "selector": {"matchLabels": {"app": "web"}},
+            "template": {"metadata": {"labels": {"app": "web"}}, "spec": {"containers": [{"name": "c", "image": "busybox"}]}},
+        },
+        "status": {"replicas": 99},
+    }))
+    .unwrap();
+    let created = api.create(&PostParams::default(), &d).await.unwrap();
+    assert_eq!(created.metadata.generation, Some(1));
+    assert!(created.status.is_none(), "clients cannot set status on create");
+
+    // A status write changes only status.
+    let mut s = created.clone();
+    s.status = Some(serde_json::from_value(json!({"replicas": 3, "observedGeneration": 1})).unwrap());
+    s.metadata.labels = Some([("sneaky".to_string(), "x".to_string())].into());
+    let after = api.replace_status("web", &PostParams::default(), &s).await.unwrap();
+    assert_eq!(after.status.as_ref().unwrap().replicas, Some(3));
+    assert!(after.metadata.labels.is_none());
+    assert_eq!(after.metadata.generation, Some(1), "status writes do not bump generation");
+
+    // A spec change bumps generation; the main resource cannot change status.
+    let p = json!({"spec": {"replicas": 5}, "status": {"replicas": 0}});
+    let after = api.patch("web", &PatchParams::default(), &Patch::Merge(p)).await.unwrap();
+    assert_eq!(after.metadata.generation, Some(2));
+    assert_eq!(after.status.unwrap().replicas, Some(3));
+    // A metadata-only change does not.
+    let after = api
+        .patch("web", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"labels": {"a": "b"}}})))
+        .await
+        .unwrap();
+    assert_eq!(after.metadata.generation, Some(2));
+}
+
+#[tokio::test]
+async fn namespaces_terminate_and_refuse_new_content() {
+    let srv = TestServer::start().await;
+    let client = srv.client().await;
+    let nss: Api<Namespace> = Api::all(client.clone());
+    let names: Vec<String> =
+        nss.list(&ListParams::default()).await.unwrap().items.into_iter().filter_map(|n| n.metadata.name).collect();
+    assert_eq!(names, vec!["default", "kube-node-lease", "kube-public", "kube-system"]);
+
+    let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": "team-a"}})).unwrap();
+    let created = nss.create(&PostParams::default(), &ns).await.unwrap();
+    assert_eq!(created.status.unwrap().phase.as_deref(), Some("Active"));
+    assert_eq!(created.metadata.labels.unwrap()["kubernetes.io/metadata.name"], "team-a");
+
+    nss.delete("team-a", &DeleteParams::default()).await.unwrap();
+    let terminating = nss.get("team-a").await.unwrap();
+    assert_eq!(terminating.status.unwrap().phase.as_deref(), Some("Terminating"));
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), "team-a");
+    let e = api_err(api.create(&PostParams::default(), &cm("late", json!({}))).await);
+    assert_eq!((e.code, e.reason.as_str()), (403, "Forbidden"));
+    assert!(e.message.contains("because it is being terminated"), "{}", e.message);
+
+    let e = api_err(nss.delete("kube-system", &DeleteParams::default()).await);
+    assert_eq!(e.code, 403);
+    let bad: Namespace = serde_json::from_value(json!({"metadata": {"name": "not.a.label"}})).unwrap();
+    assert_eq!(api_err(nss.create(&PostParams::default(), &bad).await).code, 422);
+}
