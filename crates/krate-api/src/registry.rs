@@ -123,6 +123,36 @@ pub struct Registry {
     pub store: DynStore,
     pub table: Arc<ResourceTable>,
     caches: Mutex<HashMap<String, Arc<Cacher>>>,
+    leases: LeaseManager,
+}
+
+/// How long a granted lease is reused for further expiring objects, as upstream does:
+/// at most a minute and at most 5% of the TTL, so objects live between TTL and TTL + 5%.
+const LEASE_REUSE_MAX: Duration = Duration::from_secs(60);
+const LEASE_REUSE_FRACTION: f64 = 0.05;
+
+/// Leases for objects that expire (Events): reused for a while, granted long enough
+/// that every object written under one lives at least the TTL.
+struct LeaseManager {
+    ttl_seconds: std::sync::atomic::AtomicI64,
+    current: tokio::sync::Mutex<Option<(krate_store::LeaseId, tokio::time::Instant)>>,
+}
+
+impl LeaseManager {
+    async fn lease(&self, store: &DynStore) -> Result<krate_store::LeaseId, StoreError> {
+        let ttl = self.ttl_seconds.load(std::sync::atomic::Ordering::Relaxed);
+        let reuse = LEASE_REUSE_MAX.min(Duration::from_secs_f64(ttl as f64 * LEASE_REUSE_FRACTION));
+        let mut current = self.current.lock().await;
+        if let Some((id, granted)) = *current
+            && granted.elapsed() < reuse
+        {
+            return Ok(id);
+        }
+        let ttl = ttl + reuse.as_secs_f64().ceil() as i64;
+        let id = store.grant_lease(ttl).await?;
+        *current = Some((id, tokio::time::Instant::now()));
+        Ok(id)
+    }
 }
 
 fn parse_rv(s: &str) -> ApiResult<Revision> {
@@ -138,7 +168,25 @@ fn causes_if_any(t: &Target, causes: Vec<Cause>) -> ApiResult<()> {
 
 impl Registry {
     pub fn new(store: DynStore, table: Arc<ResourceTable>) -> Self {
-        Registry { store, table, caches: Mutex::new(HashMap::new()) }
+        let leases = LeaseManager { ttl_seconds: 3600.into(), current: tokio::sync::Mutex::new(None) };
+        Registry { store, table, caches: Mutex::new(HashMap::new()), leases }
+    }
+
+    /// How long expiring objects (Events) live; upstream's --event-ttl (default 1 h).
+    /// Only a lease granted from now on is affected.
+    pub fn set_object_ttl(&self, ttl: Duration) {
+        self.leases.ttl_seconds.store(ttl.as_secs().max(1) as i64, std::sync::atomic::Ordering::Relaxed);
+        if let Ok(mut current) = self.leases.current.try_lock() {
+            *current = None;
+        }
+    }
+
+    /// The lease an object of this resource is written with (0: none).
+    async fn lease_for(&self, r: &ResourceInfo, t: &Target) -> ApiResult<krate_store::LeaseId> {
+        if !r.strategy.expires() {
+            return Ok(0);
+        }
+        self.leases.lease(&self.store).await.map_err(|e| Self::store_err(e, t))
     }
 
     /// The watch cache of a resource, started on first use.
@@ -334,7 +382,8 @@ impl Registry {
             if ctx.dry_run {
                 return Ok(obj);
             }
-            match self.store.create(&scope.key(&name), object::to_storage(&obj), 0).await {
+            let lease = self.lease_for(r, &t).await?;
+            match self.store.create(&scope.key(&name), object::to_storage(&obj), lease).await {
                 Ok(rev) => {
                     object::set_resource_version(&mut obj, rev);
                     return Ok(obj);
@@ -556,7 +605,8 @@ impl Registry {
             if ctx.dry_run {
                 return Ok((new, false));
             }
-            match self.store.update(&key, object::to_storage(&new), kv.mod_revision, 0).await {
+            let lease = self.lease_for(r, &t).await?;
+            match self.store.update(&key, object::to_storage(&new), kv.mod_revision, lease).await {
                 Ok(rev) => {
                     object::set_resource_version(&mut new, rev);
                     return Ok((new, false));
@@ -653,7 +703,7 @@ impl Registry {
             if obj == current || ctx.dry_run {
                 return Ok(Deleted::Pending(obj));
             }
-            match self.store.update(&key, object::to_storage(&obj), kv.mod_revision, 0).await {
+            match self.store.update(&key, object::to_storage(&obj), kv.mod_revision, kv.lease).await {
                 Ok(rev) => {
                     object::set_resource_version(&mut obj, rev);
                     return Ok(Deleted::Pending(obj));

@@ -52,6 +52,10 @@ pub trait Strategy: Send + Sync {
     fn selectable_fields(&self) -> &'static [(&'static str, &'static str)] {
         &[]
     }
+    /// Objects of this kind expire after the server's object TTL (Events do).
+    fn expires(&self) -> bool {
+        false
+    }
     /// Called on delete before finalizers are considered; may mark the object.
     fn on_delete(&self, _obj: &mut Value) -> DeleteAction {
         DeleteAction::Remove
@@ -225,6 +229,9 @@ impl Strategy for Services {
 struct Events;
 impl Strategy for Events {
     fn allow_create_on_update(&self) -> bool {
+        true
+    }
+    fn expires(&self) -> bool {
         true
     }
     fn selectable_fields(&self) -> &'static [(&'static str, &'static str)] {

@@ -34,6 +34,8 @@ pub struct Options {
     /// Extra names or addresses for the serving certificate.
     pub extra_sans: Vec<String>,
     pub store: DynStore,
+    /// How long Events live (upstream's --event-ttl).
+    pub event_ttl: std::time::Duration,
 }
 
 /// A serving API server.
@@ -84,6 +86,7 @@ pub async fn start(opts: Options) -> Result<Running, StartError> {
         .map_err(|e| StartError::Io(e.to_string()))??;
 
     let registry = Arc::new(Registry::new(opts.store.clone(), Arc::new(ResourceTable::builtin())));
+    registry.set_object_ttl(opts.event_ttl);
     let admission = Arc::new(Chain::new(vec![Arc::new(NamespaceLifecycle::new(&registry))]));
     let advertise_ip = local_address(opts.bind.ip());
     // Bound first: the advertised port is known only then (port 0 in tests).

@@ -178,3 +178,33 @@ async fn watch_from_too_old_revision_is_gone_and_watch_list_works() {
     names.sort();
     assert_eq!(names, vec!["post", "pre"]);
 }
+
+#[tokio::test]
+async fn events_expire_after_the_event_ttl() {
+    // The test server keeps Events for 2 s (upstream's --event-ttl, default 1 h).
+    let srv = TestServer::start().await;
+    let client = srv.client().await;
+    let events: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(client.clone(), "default");
+    let ev: k8s_openapi::api::core::v1::Event = serde_json::from_value(json!({
+        "metadata": {"name": "ev1"},
+        "involvedObject": {"kind": "ConfigMap", "name": "x", "namespace": "default"},
+        "reason": "Testing",
+        "message": "expires",
+        "type": "Normal",
+    }))
+    .unwrap();
+    events.create(&PostParams::default(), &ev).await.unwrap();
+    let by_reason =
+        events.list(&ListParams::default().fields("reason=Testing,involvedObject.kind=ConfigMap")).await.unwrap();
+    assert_eq!(by_reason.items.len(), 1, "event field selectors");
+    // Other kinds do not expire.
+    let cms: Api<ConfigMap> = Api::namespaced(client, "default");
+    cms.create(&PostParams::default(), &cm("stays", json!({}))).await.unwrap();
+
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while events.get_opt("ev1").await.unwrap().is_some() {
+        assert!(tokio::time::Instant::now() < deadline, "the event outlived its TTL by far");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert!(cms.get_opt("stays").await.unwrap().is_some());
+}

@@ -68,6 +68,9 @@ pub struct ServerArgs {
     /// Let requests without credentials act as system:anonymous (false: refuse them with 401).
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     pub anonymous_auth: bool,
+    /// How long Events are kept, in seconds (upstream's --event-ttl, 1h).
+    #[arg(long, default_value_t = 3600)]
+    pub event_ttl_seconds: u64,
     /// How often old revisions are compacted away, in seconds.
     #[arg(long, default_value_t = 300)]
     pub compaction_interval_seconds: u64,

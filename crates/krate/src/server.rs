@@ -27,6 +27,7 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
         anonymous_auth: args.anonymous_auth,
         extra_sans: if hostname.is_empty() { vec![] } else { vec![hostname] },
         store,
+        event_ttl: Duration::from_secs(args.event_ttl_seconds),
     })
     .await?;
     tracing::info!(

@@ -25,6 +25,7 @@ impl TestServer {
             anonymous_auth: true,
             extra_sans: vec![],
             store: Arc::new(store),
+            event_ttl: std::time::Duration::from_secs(2),
         })
         .await
         .expect("server starts");
