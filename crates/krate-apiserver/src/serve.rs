@@ -18,6 +18,9 @@ use crate::authn;
 use crate::pki::Pki;
 use crate::server::ApiServer;
 
+/// Concurrent HTTP/2 streams (requests, watches) per connection.
+pub const HTTP2_MAX_STREAMS: u32 = 1000;
+
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
     #[error("TLS configuration: {0}")]
