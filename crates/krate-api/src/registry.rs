@@ -18,6 +18,7 @@ use crate::cache::{CacheError, CachedObject, Cacher};
 use crate::continue_token;
 use crate::error::{ApiError, ApiResult, Cause, Target};
 use crate::filter::Filter;
+use crate::hooks::{RestHooks, undo_all};
 use crate::object;
 use crate::resource::{ResourceInfo, ResourceTable};
 use crate::strategy::DeleteAction;
@@ -124,6 +125,7 @@ pub struct Registry {
     pub table: Arc<ResourceTable>,
     caches: Mutex<HashMap<String, Arc<Cacher>>>,
     leases: LeaseManager,
+    hooks: parking_lot::RwLock<HashMap<String, Arc<dyn RestHooks>>>,
 }
 
 /// How long a granted lease is reused for further expiring objects, as upstream does:
@@ -169,7 +171,16 @@ fn causes_if_any(t: &Target, causes: Vec<Cause>) -> ApiResult<()> {
 impl Registry {
     pub fn new(store: DynStore, table: Arc<ResourceTable>) -> Self {
         let leases = LeaseManager { ttl_seconds: 3600.into(), current: tokio::sync::Mutex::new(None) };
-        Registry { store, table, caches: Mutex::new(HashMap::new()), leases }
+        Registry { store, table, caches: Mutex::new(HashMap::new()), leases, hooks: Default::default() }
+    }
+
+    /// Runs `hooks` around every write of the resource (all its versions).
+    pub fn register_hooks(&self, resource: &ResourceInfo, hooks: Arc<dyn RestHooks>) {
+        self.hooks.write().insert(resource.key_prefix.clone(), hooks);
+    }
+
+    fn hooks_for(&self, r: &ResourceInfo) -> Option<Arc<dyn RestHooks>> {
+        self.hooks.read().get(&r.key_prefix).cloned()
     }
 
     /// How long expiring objects (Events) live; upstream's --event-ttl (default 1 h).
@@ -379,19 +390,34 @@ impl Registry {
             causes_if_any(&t, causes)?;
             let attrs = Attributes { name: &name, ..attrs };
             ctx.admission.validate(&attrs, Some(&obj), None).await?;
+            let hooks = self.hooks_for(r);
+            let undos = match &hooks {
+                Some(h) => h.before_create(self, &mut obj, ctx.dry_run).await?,
+                None => Vec::new(),
+            };
             if ctx.dry_run {
                 return Ok(obj);
             }
-            let lease = self.lease_for(r, &t).await?;
+            let lease = match self.lease_for(r, &t).await {
+                Ok(lease) => lease,
+                Err(e) => {
+                    undo_all(self, undos).await;
+                    return Err(e);
+                }
+            };
             match self.store.create(&scope.key(&name), object::to_storage(&obj), lease).await {
                 Ok(rev) => {
                     object::set_resource_version(&mut obj, rev);
                     return Ok(obj);
                 }
                 Err(StoreError::AlreadyExists(_)) if generate.is_some() && attempt + 1 < GENERATE_NAME_ATTEMPTS => {
+                    undo_all(self, undos).await;
                     continue;
                 }
-                Err(e) => return Err(Self::store_err(e, &t)),
+                Err(e) => {
+                    undo_all(self, undos).await;
+                    return Err(Self::store_err(e, &t));
+                }
             }
         }
         unreachable!("the loop returns")
@@ -583,36 +609,54 @@ impl Registry {
             causes.extend(r.strategy.validate_update(&new, &old));
             causes_if_any(&t, causes)?;
             ctx.admission.validate(&attrs, Some(&new), Some(&old)).await?;
+            let hooks = self.hooks_for(r).filter(|_| subresource != Some("status"));
+            let undos = match &hooks {
+                Some(h) => h.before_update(self, &mut new, &old, ctx.dry_run).await?,
+                None => Vec::new(),
+            };
 
             object::set_resource_version(&mut new, kv.mod_revision);
             if new == old {
+                undo_all(self, undos).await;
                 return Ok((old, false));
-            }
-            // Removing the last finalizer of a deleting object completes its deletion.
-            if object::is_deleting(&new) && object::finalizers(&new).is_empty() {
-                if ctx.dry_run {
-                    return Ok((new, false));
-                }
-                match self.store.delete(&key, Some(kv.mod_revision)).await {
-                    Ok((rev, _)) => {
-                        object::set_resource_version(&mut new, rev);
-                        return Ok((new, false));
-                    }
-                    Err(StoreError::Conflict { .. }) if required.is_none() => continue,
-                    Err(e) => return Err(Self::store_err(e, &t)),
-                }
             }
             if ctx.dry_run {
                 return Ok((new, false));
             }
-            let lease = self.lease_for(r, &t).await?;
-            match self.store.update(&key, object::to_storage(&new), kv.mod_revision, lease).await {
+            // Removing the last finalizer of a deleting object completes its deletion.
+            let completes_deletion = object::is_deleting(&new) && object::finalizers(&new).is_empty();
+            let written = if completes_deletion {
+                self.store.delete(&key, Some(kv.mod_revision)).await.map(|(rev, _)| rev)
+            } else {
+                let lease = match self.lease_for(r, &t).await {
+                    Ok(lease) => lease,
+                    Err(e) => {
+                        undo_all(self, undos).await;
+                        return Err(e);
+                    }
+                };
+                self.store.update(&key, object::to_storage(&new), kv.mod_revision, lease).await
+            };
+            match written {
                 Ok(rev) => {
                     object::set_resource_version(&mut new, rev);
+                    if let Some(h) = &hooks {
+                        if completes_deletion {
+                            h.after_delete(self, &old).await;
+                        } else {
+                            h.after_update(self, &new, &old).await;
+                        }
+                    }
                     return Ok((new, false));
                 }
-                Err(StoreError::Conflict { .. }) if required.is_none() => continue,
-                Err(e) => return Err(Self::store_err(e, &t)),
+                Err(StoreError::Conflict { .. }) if required.is_none() => {
+                    undo_all(self, undos).await;
+                    continue;
+                }
+                Err(e) => {
+                    undo_all(self, undos).await;
+                    return Err(Self::store_err(e, &t));
+                }
             }
         }
         Err(ApiError::modified(&t))
@@ -685,7 +729,12 @@ impl Registry {
                     return Ok(Deleted::Now(current));
                 }
                 match self.store.delete(&key, Some(kv.mod_revision)).await {
-                    Ok(_) => return Ok(Deleted::Now(current)),
+                    Ok(_) => {
+                        if let Some(h) = self.hooks_for(r) {
+                            h.after_delete(self, &current).await;
+                        }
+                        return Ok(Deleted::Now(current));
+                    }
                     Err(StoreError::Conflict { .. }) => continue,
                     Err(e) => return Err(Self::store_err(e, &t)),
                 }

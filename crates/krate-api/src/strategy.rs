@@ -219,11 +219,70 @@ impl Strategy for Services {
         if obj.pointer("/spec/sessionAffinity").is_none() {
             obj["spec"]["sessionAffinity"] = json!("None");
         }
+        // Ports default their protocol and target port, as upstream's defaulting does.
+        if let Some(ports) = obj.pointer_mut("/spec/ports").and_then(Value::as_array_mut) {
+            for p in ports {
+                if p.get("protocol").is_none() {
+                    p["protocol"] = json!("TCP");
+                }
+                if p.get("targetPort").is_none()
+                    && let Some(port) = p.get("port").cloned()
+                {
+                    p["targetPort"] = port;
+                }
+            }
+        }
         obj["status"] = json!({"loadBalancer": {}});
+    }
+    fn validate(&self, svc: &Value) -> Vec<Cause> {
+        validate_service(svc)
     }
     fn selectable_fields(&self) -> &'static [(&'static str, &'static str)] {
         &[("spec.clusterIP", "spec.clusterIP"), ("spec.type", "spec.type")]
     }
+}
+
+/// Upstream's ValidateService, for the fields clients get wrong most.
+fn validate_service(svc: &Value) -> Vec<Cause> {
+    let mut causes = Vec::new();
+    let ty = svc.pointer("/spec/type").and_then(Value::as_str).unwrap_or("ClusterIP");
+    const TYPES: [&str; 4] = ["ClusterIP", "ExternalName", "LoadBalancer", "NodePort"];
+    if !TYPES.contains(&ty) {
+        causes.push(Cause::not_supported("spec.type", ty, &TYPES));
+        return causes;
+    }
+    let headless = svc.pointer("/spec/clusterIP").and_then(Value::as_str) == Some("None");
+    let ports = svc.pointer("/spec/ports").and_then(Value::as_array).cloned().unwrap_or_default();
+    if ty == "ExternalName" {
+        if svc.pointer("/spec/externalName").and_then(Value::as_str).is_none_or(str::is_empty) {
+            causes.push(Cause::required("spec.externalName", ""));
+        }
+    } else if ports.is_empty() && !headless {
+        causes.push(Cause::required("spec.ports", ""));
+    }
+    let mut names = std::collections::HashSet::new();
+    for (i, p) in ports.iter().enumerate() {
+        let at = |f: &str| format!("spec.ports[{i}].{f}");
+        let name = p.get("name").and_then(Value::as_str).unwrap_or("");
+        if ports.len() > 1 && name.is_empty() {
+            causes.push(Cause::required(at("name"), ""));
+        } else if !name.is_empty() && !names.insert(name.to_string()) {
+            causes.push(Cause::duplicate(at("name"), name));
+        }
+        match p.get("port").and_then(Value::as_i64) {
+            Some(n) if (1..=65535).contains(&n) => {}
+            Some(n) => causes.push(Cause::invalid(at("port"), n, "must be between 1 and 65535, inclusive")),
+            None => causes.push(Cause::required(at("port"), "")),
+        }
+        let proto = p.get("protocol").and_then(Value::as_str).unwrap_or("TCP");
+        if !["TCP", "UDP", "SCTP"].contains(&proto) {
+            causes.push(Cause::not_supported(at("protocol"), proto, &["SCTP", "TCP", "UDP"]));
+        }
+        if p.get("nodePort").is_some_and(|n| !n.is_null()) && (ty == "ClusterIP" || ty == "ExternalName") {
+            causes.push(Cause::forbidden(at("nodePort"), format!("may not be used when `type` is '{ty}'")));
+        }
+    }
+    causes
 }
 
 struct Events;

@@ -8,6 +8,89 @@ use krate_api::registry::{Context, Scope};
 use krate_api::user::UserInfo;
 use krate_api::{ApiError, Registry};
 
+/// The `kubernetes` Service in default, its Endpoints and EndpointSlice pointing at this
+/// API server, and the default ServiceCIDR, as upstream's apiserver keeps them.
+pub async fn kubernetes_service(
+    registry: &Registry,
+    alloc: &krate_api::services::ServiceAllocator,
+    address: std::net::IpAddr,
+    port: u16,
+) -> Result<(), ApiError> {
+    let user = apiserver_user();
+    let ctx = Context { user: &user, admission: &NoAdmission, dry_run: false };
+    let put = |group: &'static str,
+               version: &'static str,
+               plural: &'static str,
+               namespace: Option<&'static str>,
+               obj: serde_json::Value| {
+        let ctx = &ctx;
+        async move {
+            let r = registry.table.lookup(group, version, plural).expect("built-in resource");
+            let scope = Scope { resource: r, namespace: namespace.map(String::from) };
+            let name = obj["metadata"]["name"].as_str().unwrap_or_default().to_string();
+            match registry.get(&scope, &name).await {
+                Ok(current) if plural == "services" || plural == "servicecidrs" => {
+                    let _ = current;
+                    Ok(())
+                }
+                Ok(current) => {
+                    // Endpoints follow the server's address; keep them current.
+                    let mut next = obj.clone();
+                    next["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"].clone();
+                    registry.update(&scope, &name, next, None, ctx).await.map(|_| ())
+                }
+                Err(e) if e.code == 404 => registry.create(&scope, obj, ctx).await.map(|_| ()),
+                Err(e) => Err(e),
+            }
+        }
+    };
+    put(
+        "networking.k8s.io",
+        "v1",
+        "servicecidrs",
+        None,
+        json!({
+            "apiVersion": "networking.k8s.io/v1", "kind": "ServiceCIDR",
+            "metadata": {"name": "kubernetes"},
+            "spec": {"cidrs": [alloc.cidr()]},
+        }),
+    )
+    .await?;
+    let labels = json!({"component": "apiserver", "provider": "kubernetes"});
+    put(
+        "",
+        "v1",
+        "services",
+        Some("default"),
+        json!({
+            "apiVersion": "v1", "kind": "Service",
+            "metadata": {"name": "kubernetes", "namespace": "default", "labels": labels},
+            "spec": {
+                "type": "ClusterIP",
+                "clusterIP": alloc.first_ip().to_string(),
+                "ports": [{"name": "https", "port": 443, "protocol": "TCP", "targetPort": port}],
+                "sessionAffinity": "None",
+            },
+        }),
+    )
+    .await?;
+    put("", "v1", "endpoints", Some("default"), json!({
+        "apiVersion": "v1", "kind": "Endpoints",
+        "metadata": {"name": "kubernetes", "namespace": "default", "labels": {"endpointslice.kubernetes.io/skip-mirror": "true"}},
+        "subsets": [{"addresses": [{"ip": address.to_string()}], "ports": [{"name": "https", "port": port, "protocol": "TCP"}]}],
+    }))
+    .await?;
+    put("discovery.k8s.io", "v1", "endpointslices", Some("default"), json!({
+        "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+        "metadata": {"name": "kubernetes", "namespace": "default", "labels": {"kubernetes.io/service-name": "kubernetes"}},
+        "addressType": if address.is_ipv4() { "IPv4" } else { "IPv6" },
+        "endpoints": [{"addresses": [address.to_string()], "conditions": {"ready": true}}],
+        "ports": [{"name": "https", "port": port, "protocol": "TCP"}],
+    }))
+    .await?;
+    Ok(())
+}
+
 pub const SYSTEM_NAMESPACES: &[&str] = &["default", "kube-system", "kube-public", "kube-node-lease"];
 
 fn apiserver_user() -> UserInfo {

@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use krate_admission::{Chain, NamespaceLifecycle};
+use krate_api::services::{ServiceAllocator, ServiceHooks};
 use krate_api::{Registry, ResourceTable};
 use krate_store::DynStore;
 use tokio::task::JoinHandle;
@@ -36,6 +37,9 @@ pub struct Options {
     pub store: DynStore,
     /// How long Events live (upstream's --event-ttl).
     pub event_ttl: std::time::Duration,
+    /// --service-cluster-ip-range and --service-node-port-range.
+    pub service_cidr: String,
+    pub node_port_range: String,
 }
 
 /// A serving API server.
@@ -87,6 +91,9 @@ pub async fn start(opts: Options) -> Result<Running, StartError> {
 
     let registry = Arc::new(Registry::new(opts.store.clone(), Arc::new(ResourceTable::builtin())));
     registry.set_object_ttl(opts.event_ttl);
+    let alloc = Arc::new(ServiceAllocator::new(&opts.service_cidr, &opts.node_port_range).map_err(StartError::Io)?);
+    let services = registry.table.lookup("", "v1", "services").expect("services are built in");
+    registry.register_hooks(&services, Arc::new(ServiceHooks { alloc: alloc.clone() }));
     let admission = Arc::new(Chain::new(vec![Arc::new(NamespaceLifecycle::new(&registry))]));
     let advertise_ip = local_address(opts.bind.ip());
     // Bound first: the advertised port is known only then (port 0 in tests).
@@ -102,6 +109,11 @@ pub async fn start(opts: Options) -> Result<Running, StartError> {
     let task = tokio::spawn(listener.run());
 
     bootstrap::system_namespaces(&registry).await.map_err(|e| StartError::Bootstrap(e.to_string()))?;
+    let endpoint_ip =
+        if opts.bind.ip().is_unspecified() { host_address().unwrap_or(advertise_ip) } else { opts.bind.ip() };
+    bootstrap::kubernetes_service(&registry, &alloc, endpoint_ip, bound.port())
+        .await
+        .map_err(|e| StartError::Bootstrap(e.to_string()))?;
     server.set_ready();
 
     let url = format!("https://{}", SocketAddr::new(advertise_ip, bound.port()));
@@ -111,4 +123,31 @@ pub async fn start(opts: Options) -> Result<Running, StartError> {
         .await
         .map_err(|e| StartError::Io(e.to_string()))??;
     Ok(Running { url, port: bound.port(), kubeconfig_path, server, pki, task })
+}
+
+/// This machine's first non-loopback IPv4 address: where the `kubernetes` Service's
+/// endpoints point when the server listens on every address.
+fn host_address() -> Option<IpAddr> {
+    let mut addrs: *mut libc::ifaddrs = std::ptr::null_mut();
+    // SAFETY: getifaddrs fills a list we free with freeifaddrs; we only read it.
+    unsafe {
+        if libc::getifaddrs(&mut addrs) != 0 {
+            return None;
+        }
+        let mut found = None;
+        let mut cur = addrs;
+        while !cur.is_null() {
+            let ifa = &*cur;
+            let up = ifa.ifa_flags & libc::IFF_UP as u32 != 0;
+            let loopback = ifa.ifa_flags & libc::IFF_LOOPBACK as u32 != 0;
+            if up && !loopback && !ifa.ifa_addr.is_null() && (*ifa.ifa_addr).sa_family as i32 == libc::AF_INET {
+                let sin = &*(ifa.ifa_addr as *const libc::sockaddr_in);
+                found = Some(IpAddr::V4(Ipv4Addr::from(u32::from_be(sin.sin_addr.s_addr))));
+                break;
+            }
+            cur = ifa.ifa_next;
+        }
+        libc::freeifaddrs(addrs);
+        found
+    }
 }

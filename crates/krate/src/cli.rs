@@ -68,6 +68,12 @@ pub struct ServerArgs {
     /// Let requests without credentials act as system:anonymous (false: refuse them with 401).
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     pub anonymous_auth: bool,
+    /// Cluster IPs for Services come from this range.
+    #[arg(long, default_value = "10.43.0.0/16")]
+    pub service_cluster_ip_range: String,
+    /// NodePorts come from this range.
+    #[arg(long, default_value = "30000-32767")]
+    pub service_node_port_range: String,
     /// How long Events are kept, in seconds (upstream's --event-ttl, 1h).
     #[arg(long, default_value_t = 3600)]
     pub event_ttl_seconds: u64,

@@ -28,6 +28,8 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
         extra_sans: if hostname.is_empty() { vec![] } else { vec![hostname] },
         store,
         event_ttl: Duration::from_secs(args.event_ttl_seconds),
+        service_cidr: args.service_cluster_ip_range.clone(),
+        node_port_range: args.service_node_port_range.clone(),
     })
     .await?;
     tracing::info!(

@@ -26,6 +26,8 @@ impl TestServer {
             extra_sans: vec![],
             store: Arc::new(store),
             event_ttl: std::time::Duration::from_secs(2),
+            service_cidr: "10.43.0.0/16".into(),
+            node_port_range: "30000-32767".into(),
         })
         .await
         .expect("server starts");
