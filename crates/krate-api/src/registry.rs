@@ -16,6 +16,7 @@ use krate_store::{DynStore, RangeRequest, Revision, StoreError};
 use crate::admission::{Admission, Attributes, Operation};
 use crate::cache::{CacheError, CachedObject, Cacher};
 use crate::continue_token;
+use crate::conversion;
 use crate::error::{ApiError, ApiResult, Cause, Target};
 use crate::filter::Filter;
 use crate::hooks::{RestHooks, undo_all};
@@ -219,7 +220,7 @@ impl Registry {
         let t = scope.target(name);
         let (kv, _) = self.store.get(&scope.key(name), 0).await.map_err(|e| Self::store_err(e, &t))?;
         let kv = kv.ok_or_else(|| ApiError::not_found(&t))?;
-        object::from_storage(&kv.value, kv.mod_revision).map_err(ApiError::internal)
+        decode(&scope.resource, &kv.value, kv.mod_revision)
     }
 
     /// Checks apiVersion and kind against the endpoint, filling them in when absent.
@@ -405,7 +406,7 @@ impl Registry {
                     return Err(e);
                 }
             };
-            match self.store.create(&scope.key(&name), object::to_storage(&obj), lease).await {
+            match self.store.create(&scope.key(&name), encode(r, &obj), lease).await {
                 Ok(rev) => {
                     object::set_resource_version(&mut obj, rev);
                     return Ok(obj);
@@ -574,7 +575,7 @@ impl Registry {
                 }
                 return Err(ApiError::not_found(&t));
             };
-            let old = object::from_storage(&kv.value, kv.mod_revision).map_err(ApiError::internal)?;
+            let old = decode(r, &kv.value, kv.mod_revision)?;
             let mut new = transform(&old)?;
             Self::check_type(r, &mut new)?;
             if object::name(&new) != name {
@@ -635,7 +636,7 @@ impl Registry {
                         return Err(e);
                     }
                 };
-                self.store.update(&key, object::to_storage(&new), kv.mod_revision, lease).await
+                self.store.update(&key, encode(r, &new), kv.mod_revision, lease).await
             };
             match written {
                 Ok(rev) => {
@@ -675,7 +676,7 @@ impl Registry {
         for _ in 0..MAX_CONFLICT_RETRIES {
             let (kv, _) = self.store.get(&key, 0).await.map_err(|e| Self::store_err(e, &t))?;
             let kv = kv.ok_or_else(|| ApiError::not_found(&t))?;
-            let current = object::from_storage(&kv.value, kv.mod_revision).map_err(ApiError::internal)?;
+            let current = decode(r, &kv.value, kv.mod_revision)?;
             if let Some(uid) = &opts.precondition_uid {
                 let have = object::meta_str(&current, "uid").unwrap_or("");
                 if have != uid {
@@ -752,7 +753,7 @@ impl Registry {
             if obj == current || ctx.dry_run {
                 return Ok(Deleted::Pending(obj));
             }
-            match self.store.update(&key, object::to_storage(&obj), kv.mod_revision, kv.lease).await {
+            match self.store.update(&key, encode(r, &obj), kv.mod_revision, kv.lease).await {
                 Ok(rev) => {
                     object::set_resource_version(&mut obj, rev);
                     return Ok(Deleted::Pending(obj));
@@ -811,7 +812,12 @@ impl Registry {
             )));
         }
         let snap = cache.snapshot(&scope.prefix());
-        let items = snap.objects.iter().filter(|o| filter.matches_cached(o)).map(|o| o.json.clone()).collect();
+        let items = snap
+            .objects
+            .iter()
+            .filter(|o| filter.matches_cached(o))
+            .map(|o| present_json(&scope.resource, &o.json))
+            .collect();
         Ok(ListResult { revision: snap.revision, items, continue_token: None, remaining_item_count: None })
     }
 
@@ -864,7 +870,7 @@ impl Registry {
             let mut scanned_all = !resp.more;
             for (i, kv) in resp.kvs.iter().enumerate() {
                 last_key = Some(kv.key.clone());
-                let obj = object::from_storage(&kv.value, kv.mod_revision).map_err(ApiError::internal)?;
+                let obj = decode(&scope.resource, &kv.value, kv.mod_revision)?;
                 if filter.matches_value(&scope.resource, &obj) {
                     items.push(Bytes::from(serde_json::to_vec(&obj).unwrap_or_default()));
                     if limit > 0 && items.len() == limit {
@@ -962,7 +968,7 @@ impl Registry {
                 snap.objects
                     .iter()
                     .filter(|o| filter.matches_cached(o))
-                    .map(|o| WatchItem { kind: "ADDED", object: o.json.clone() }),
+                    .map(|o| WatchItem { kind: "ADDED", object: present_json(&r, &o.json) }),
             );
             if opts.send_initial_events == Some(true) {
                 pending.push(bookmark(&r, snap.revision, true));
@@ -991,6 +997,34 @@ impl Registry {
             last_sent: tokio::time::Instant::now(),
         };
         Ok(futures::stream::unfold(state, |mut s| async move { s.next().await.map(|item| (item, s)) }))
+    }
+}
+
+/// The stored form of an object: in its kind's storage version, without resourceVersion.
+fn encode(r: &ResourceInfo, obj: &Value) -> Bytes {
+    match conversion::storage_version(&r.group, &r.kind) {
+        Some(v) if v != r.api_version() => object::to_storage(&conversion::convert(obj.clone(), v)),
+        _ => object::to_storage(obj),
+    }
+}
+
+/// A stored object as the request's version shows it.
+fn decode(r: &ResourceInfo, data: &[u8], rev: Revision) -> ApiResult<Value> {
+    let obj = object::from_storage(data, rev).map_err(ApiError::internal)?;
+    Ok(match conversion::storage_version(&r.group, &r.kind) {
+        Some(_) => conversion::convert(obj, &r.api_version()),
+        None => obj,
+    })
+}
+
+/// Cached JSON (storage version) as the request's version shows it.
+fn present_json(r: &ResourceInfo, json: &Bytes) -> Bytes {
+    match conversion::storage_version(&r.group, &r.kind) {
+        Some(v) if v != r.api_version() => {
+            let obj: Value = serde_json::from_slice(json).unwrap_or(Value::Null);
+            Bytes::from(serde_json::to_vec(&conversion::convert(obj, &r.api_version())).unwrap_or_default())
+        }
+        _ => json.clone(),
     }
 }
 
@@ -1148,10 +1182,10 @@ fn convert(filter: &Filter, r: &ResourceInfo, e: &crate::cache::CacheEvent) -> O
             let mut v: Value = serde_json::from_slice(&prev.json).ok()?;
             object::set_resource_version(&mut v, e.revision);
             let _ = r;
-            return Some(WatchItem { kind: "DELETED", object: Bytes::from(v.to_string()) });
+            return Some(WatchItem { kind: "DELETED", object: present_json(r, &Bytes::from(v.to_string())) });
         }
         (_, false, false) => return None,
     };
     let _: &CachedObject = &e.object;
-    Some(WatchItem { kind, object: e.object.json.clone() })
+    Some(WatchItem { kind, object: present_json(r, &e.object.json) })
 }
