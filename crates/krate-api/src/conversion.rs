@@ -80,8 +80,8 @@ fn hpa_v2_to_v1(mut obj: Value) -> Value {
         obj["status"] = Value::Object(status);
     }
     let notes: Vec<(&str, Option<Value>)> = vec![
-        (HPA_METRICS, (!others.is_empty()).then(|| Value::Array(others))),
-        (HPA_CURRENT_METRICS, (!current.is_empty()).then(|| Value::Array(current))),
+        (HPA_METRICS, (!others.is_empty()).then_some(Value::Array(others))),
+        (HPA_CURRENT_METRICS, (!current.is_empty()).then_some(Value::Array(current))),
         (HPA_CONDITIONS, conditions),
         (HPA_BEHAVIOR, behavior),
     ];
