@@ -427,15 +427,12 @@ impl Registry {
     /// Fills in what an update may not change and applies the strategy.
     fn prepare_update(scope: &Scope, new: &mut Value, old: &Value, subresource: Option<&str>) {
         let r = &scope.resource;
-        if subresource == Some("status") {
-            // A status write changes only status.
-            let status = new.get("status").cloned();
+        if let Some(fields) = subresource.and_then(|s| r.strategy.subresource_fields(s)) {
+            // A subresource write changes only its own fields.
+            let taken: Vec<(&str, Option<Value>)> = fields.iter().map(|f| (*f, new.pointer(f).cloned())).collect();
             *new = old.clone();
-            match status {
-                Some(s) => new["status"] = s,
-                None => {
-                    new.as_object_mut().map(|m| m.remove("status"));
-                }
+            for (field, value) in taken {
+                set_pointer(new, field, value);
             }
             return;
         }
@@ -504,6 +501,47 @@ impl Registry {
             .guaranteed_update(scope, name, None, subresource, ctx, move |current| apply_patch(current, &patch))
             .await?;
         Ok(obj)
+    }
+
+    /// Binds a pod to a node (pods/binding, and the legacy bindings resource): sets
+    /// spec.nodeName once, and the PodScheduled condition.
+    pub async fn bind(&self, pods: &Scope, pod: &str, binding: &Value, ctx: &Context<'_>) -> ApiResult<()> {
+        let t = pods.target(pod);
+        let node = binding.pointer("/target/name").and_then(Value::as_str).unwrap_or("").to_string();
+        let kind = binding.pointer("/target/kind").and_then(Value::as_str).unwrap_or("");
+        let bt = Target::new("", "bindings", "Binding", pod);
+        if node.is_empty() {
+            return Err(ApiError::invalid(&bt, vec![Cause::required("target.name", "")]));
+        }
+        if !kind.is_empty() && kind != "Node" {
+            return Err(ApiError::invalid(&bt, vec![Cause::not_supported("target.kind", kind, &["Node"])]));
+        }
+        let annotations = binding.pointer("/metadata/annotations").and_then(Value::as_object).cloned();
+        self.guaranteed_update(pods, pod, None, Some("binding"), ctx, |current| {
+            if object::is_deleting(current) {
+                return Err(ApiError::conflict(&t, &format!("pod {pod} is being deleted, cannot be assigned to a host")));
+            }
+            if let Some(n) = current.pointer("/spec/nodeName").and_then(Value::as_str).filter(|n| !n.is_empty()) {
+                return Err(ApiError::conflict(&t, &format!("pod {pod} is already assigned to node \"{n}\"")));
+            }
+            let mut next = current.clone();
+            next["spec"]["nodeName"] = json!(node);
+            if let Some(a) = &annotations {
+                let m = object::meta_mut(&mut next);
+                let existing = m.entry("annotations").or_insert_with(|| json!({}));
+                for (k, v) in a {
+                    existing[k] = v.clone();
+                }
+            }
+            let conditions = next["status"]["conditions"].as_array().cloned().unwrap_or_default();
+            let mut conditions: Vec<Value> =
+                conditions.into_iter().filter(|c| c.get("type").and_then(Value::as_str) != Some("PodScheduled")).collect();
+            conditions.push(json!({"type": "PodScheduled", "status": "True", "lastProbeTime": null, "lastTransitionTime": object::now_rfc3339()}));
+            next["status"]["conditions"] = json!(conditions);
+            Ok(next)
+        })
+        .await
+        .map(|_| ())
     }
 
     /// The autoscaling/v1 Scale of an object with a scale subresource.
@@ -606,11 +644,16 @@ impl Registry {
             ctx.admission.mutate(&attrs, &mut new, Some(&old)).await?;
             Self::prepare_update(scope, &mut new, &old, subresource);
             let mut causes = Self::validate_meta(r, &new, false);
-            causes.extend(r.strategy.validate(&new));
-            causes.extend(r.strategy.validate_update(&new, &old));
+            match subresource.filter(|s| r.strategy.subresource_fields(s).is_some()) {
+                Some(sub) => causes.extend(r.strategy.validate_subresource_update(sub, &new, &old)),
+                None => {
+                    causes.extend(r.strategy.validate(&new));
+                    causes.extend(r.strategy.validate_update(&new, &old));
+                }
+            }
             causes_if_any(&t, causes)?;
             ctx.admission.validate(&attrs, Some(&new), Some(&old)).await?;
-            let hooks = self.hooks_for(r).filter(|_| subresource != Some("status"));
+            let hooks = self.hooks_for(r).filter(|_| subresource.is_none_or(|s| s == "scale"));
             let undos = match &hooks {
                 Some(h) => h.before_update(self, &mut new, &old, ctx.dry_run).await?,
                 None => Vec::new(),
@@ -625,7 +668,9 @@ impl Registry {
                 return Ok((new, false));
             }
             // Removing the last finalizer of a deleting object completes its deletion.
-            let completes_deletion = object::is_deleting(&new) && object::finalizers(&new).is_empty();
+            let completes_deletion = object::is_deleting(&new)
+                && object::finalizers(&new).is_empty()
+                && r.strategy.on_delete(&mut new.clone()) == DeleteAction::Remove;
             let written = if completes_deletion {
                 self.store.delete(&key, Some(kv.mod_revision)).await.map(|(rev, _)| rev)
             } else {
@@ -997,6 +1042,28 @@ impl Registry {
             last_sent: tokio::time::Instant::now(),
         };
         Ok(futures::stream::unfold(state, |mut s| async move { s.next().await.map(|item| (item, s)) }))
+    }
+}
+
+/// Sets (or, with None, removes) the value at a JSON pointer, creating objects on the way.
+fn set_pointer(doc: &mut Value, pointer: &str, value: Option<Value>) {
+    let parts: Vec<&str> = pointer.trim_start_matches('/').split('/').collect();
+    let Some((last, parents)) = parts.split_last() else { return };
+    let mut cur = doc;
+    for p in parents {
+        if !cur.get(*p).is_some_and(Value::is_object) {
+            if value.is_none() {
+                return;
+            }
+            cur[*p] = json!({});
+        }
+        cur = &mut cur[*p];
+    }
+    match value {
+        Some(v) => cur[*last] = v,
+        None => {
+            cur.as_object_mut().map(|m| m.remove(*last));
+        }
     }
 }
 

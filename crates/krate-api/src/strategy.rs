@@ -52,6 +52,15 @@ pub trait Strategy: Send + Sync {
     fn selectable_fields(&self) -> &'static [(&'static str, &'static str)] {
         &[]
     }
+    /// The fields a subresource write may change (JSON pointers); None: no such
+    /// writable subresource. Everything else is kept from the stored object.
+    fn subresource_fields(&self, subresource: &str) -> Option<&'static [&'static str]> {
+        (subresource == "status").then_some(&["/status"][..])
+    }
+    /// Validation of a subresource write (after its fields were applied to the stored object).
+    fn validate_subresource_update(&self, _subresource: &str, _new: &Value, _old: &Value) -> Vec<Cause> {
+        Vec::new()
+    }
     /// Objects of this kind expire after the server's object TTL (Events do).
     fn expires(&self) -> bool {
         false
@@ -126,6 +135,13 @@ impl Strategy for Namespaces {
     fn selectable_fields(&self) -> &'static [(&'static str, &'static str)] {
         &[("status.phase", "status.phase")]
     }
+    fn subresource_fields(&self, subresource: &str) -> Option<&'static [&'static str]> {
+        match subresource {
+            "status" => Some(&["/status"]),
+            "finalize" => Some(&["/spec/finalizers"]),
+            _ => None,
+        }
+    }
     fn on_delete(&self, obj: &mut Value) -> DeleteAction {
         let finalizing = obj.pointer("/spec/finalizers").and_then(Value::as_array).is_some_and(|f| !f.is_empty());
         if finalizing {
@@ -142,6 +158,41 @@ impl Strategy for Pods {
     fn tracks_generation(&self) -> bool {
         true
     }
+    fn subresource_fields(&self, subresource: &str) -> Option<&'static [&'static str]> {
+        match subresource {
+            "status" => Some(&["/status"]),
+            "ephemeralcontainers" => Some(&["/spec/ephemeralContainers"]),
+            // Written by the registry's bind, never sent by clients as a PUT.
+            "binding" => Some(&["/spec/nodeName", "/status", "/metadata/annotations"]),
+            _ => None,
+        }
+    }
+    fn validate_update(&self, new: &Value, old: &Value) -> Vec<Cause> {
+        validate_pod_update(new, old)
+    }
+    fn validate_subresource_update(&self, subresource: &str, new: &Value, old: &Value) -> Vec<Cause> {
+        if subresource != "ephemeralcontainers" {
+            return Vec::new();
+        }
+        let list =
+            |v: &Value| v.pointer("/spec/ephemeralContainers").and_then(Value::as_array).cloned().unwrap_or_default();
+        let (old_eph, new_eph) = (list(old), list(new));
+        let mut causes = Vec::new();
+        if new_eph.len() < old_eph.len() || new_eph.iter().zip(&old_eph).any(|(n, o)| n != o) {
+            causes.push(Cause::forbidden(
+                "spec.ephemeralContainers",
+                "existing ephemeral containers may not be changed or removed",
+            ));
+        }
+        for (i, c) in new_eph.iter().enumerate().skip(old_eph.len()) {
+            for field in ["name", "image"] {
+                if c.get(field).and_then(Value::as_str).is_none_or(str::is_empty) {
+                    causes.push(Cause::required(format!("spec.ephemeralContainers[{i}].{field}"), ""));
+                }
+            }
+        }
+        causes
+    }
     fn prepare_for_create(&self, obj: &mut Value) {
         obj["status"] = json!({"phase": "Pending"});
     }
@@ -157,6 +208,44 @@ impl Strategy for Pods {
             ("status.nominatedNodeName", "status.nominatedNodeName"),
         ]
     }
+}
+
+/// Upstream's rule: a pod's spec is fixed once created, but for container images, the
+/// active deadline, added tolerations and the grace period. Ephemeral containers are
+/// added through their own subresource only.
+fn validate_pod_update(new: &Value, old: &Value) -> Vec<Cause> {
+    let mut causes = Vec::new();
+    let neutral = |v: &Value| -> Value {
+        let mut spec = v.get("spec").cloned().unwrap_or(Value::Null);
+        for list in ["containers", "initContainers"] {
+            if let Some(cs) = spec.get_mut(list).and_then(Value::as_array_mut) {
+                for c in cs {
+                    c.as_object_mut().map(|m| m.remove("image"));
+                }
+            }
+        }
+        if let Some(m) = spec.as_object_mut() {
+            for f in ["activeDeadlineSeconds", "tolerations", "terminationGracePeriodSeconds"] {
+                m.remove(f);
+            }
+        }
+        spec
+    };
+    if neutral(new) != neutral(old) {
+        causes.push(Cause::forbidden(
+            "spec",
+            "pod updates may not change fields other than `spec.containers[*].image`,`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,`spec.tolerations` (only additions to existing tolerations),`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it was previously negative)",
+        ));
+    }
+    let old_tol = old.pointer("/spec/tolerations").and_then(Value::as_array).cloned().unwrap_or_default();
+    let new_tol = new.pointer("/spec/tolerations").and_then(Value::as_array).cloned().unwrap_or_default();
+    if old_tol.iter().any(|t| !new_tol.contains(t)) {
+        causes.push(Cause::forbidden(
+            "spec.tolerations",
+            "existing toleration can not be modified except its tolerationSeconds",
+        ));
+    }
+    causes
 }
 
 struct Nodes;

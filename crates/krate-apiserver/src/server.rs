@@ -253,7 +253,7 @@ impl ApiServer {
         let name = info.name.as_deref().unwrap_or("");
         let sub = info.subresource.as_deref();
         match (info.verb.as_str(), sub) {
-            ("get", None | Some("status")) => {
+            ("get", None) => {
                 let obj = self.registry.get(&scope, name).await?;
                 Ok(body::respond(StatusCode::OK, format, &obj))
             }
@@ -263,18 +263,25 @@ impl ApiServer {
                 Ok(body::respond_bytes(StatusCode::OK, format, list_json(&r, &list)))
             }
             ("watch", None) => self.watch(&scope, query).await,
+            // The legacy bindings resource binds the pod of the same name.
+            ("create", None) if r.group.is_empty() && r.plural == "bindings" => {
+                let binding = body::decode(&parts.headers, &body::read(body).await?)?;
+                let pod = krate_api::object::name(&binding).to_string();
+                let pods = self.registry.table.lookup("", "v1", "pods").ok_or_else(ApiError::not_found_path)?;
+                self.bind(&Scope { resource: pods, namespace: scope.namespace.clone() }, &pod, &binding, &ctx).await
+            }
             ("create", None) => {
                 let obj = body::decode(&parts.headers, &body::read(body).await?)?;
                 let created = self.registry.create(&scope, obj, &ctx).await?;
                 Ok(body::respond(StatusCode::CREATED, format, &created))
             }
-            ("update", None | Some("status")) => {
+            ("update", None) => {
                 let obj = body::decode(&parts.headers, &body::read(body).await?)?;
                 let (obj, created) = self.registry.update(&scope, name, obj, sub, &ctx).await?;
                 let code = if created { StatusCode::CREATED } else { StatusCode::OK };
                 Ok(body::respond(code, format, &obj))
             }
-            ("patch", None | Some("status")) => {
+            ("patch", None) => {
                 let bytes = body::read(body).await?;
                 let patch = decode_patch(&parts.headers, &bytes)?;
                 let obj = self.registry.patch(&scope, name, patch, sub, &ctx).await?;
@@ -293,6 +300,24 @@ impl ApiServer {
                 let opts = delete_options(query, &parts.headers, &bytes)?;
                 let list = self.registry.delete_collection(&scope, &list_options(query)?, &opts, &ctx).await?;
                 Ok(body::respond_bytes(StatusCode::OK, format, list_json(&r, &list)))
+            }
+            ("get", Some(sub)) if r.strategy.subresource_fields(sub).is_some() => {
+                Ok(body::respond(StatusCode::OK, format, &self.registry.get(&scope, name).await?))
+            }
+            ("update", Some(sub)) if r.strategy.subresource_fields(sub).is_some() && sub != "binding" => {
+                let obj = body::decode(&parts.headers, &body::read(body).await?)?;
+                let (obj, _) = self.registry.update(&scope, name, obj, Some(sub), &ctx).await?;
+                Ok(body::respond(StatusCode::OK, format, &obj))
+            }
+            ("patch", Some(sub)) if r.strategy.subresource_fields(sub).is_some() && sub != "binding" => {
+                let bytes = body::read(body).await?;
+                let patch = decode_patch(&parts.headers, &bytes)?;
+                let obj = self.registry.patch(&scope, name, patch, Some(sub), &ctx).await?;
+                Ok(body::respond(StatusCode::OK, format, &obj))
+            }
+            ("create", Some("binding")) => {
+                let binding = body::decode(&parts.headers, &body::read(body).await?)?;
+                self.bind(&scope, name, &binding, &ctx).await
             }
             ("get", Some("scale")) => {
                 Ok(body::respond(StatusCode::OK, format, &self.registry.get_scale(&scope, name).await?))
@@ -316,6 +341,18 @@ impl ApiServer {
             ))),
             (verb, None) => Err(ApiError::method_not_allowed(format!("{verb} is not supported on {}", r.plural))),
         }
+    }
+
+    async fn bind(
+        &self,
+        pods: &Scope,
+        pod: &str,
+        binding: &Value,
+        ctx: &Context<'_>,
+    ) -> Result<Response<Body>, ApiError> {
+        self.registry.bind(pods, pod, binding, ctx).await?;
+        let status = json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201});
+        Ok(body::respond(StatusCode::CREATED, Format::Json, &status))
     }
 
     async fn watch(&self, scope: &Scope, query: &HashMap<String, String>) -> Result<Response<Body>, ApiError> {

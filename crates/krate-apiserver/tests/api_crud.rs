@@ -251,3 +251,85 @@ async fn namespaces_terminate_and_refuse_new_content() {
     let bad: Namespace = serde_json::from_value(json!({"metadata": {"name": "not.a.label"}})).unwrap();
     assert_eq!(api_err(nss.create(&PostParams::default(), &bad).await).code, 422);
 }
+
+#[tokio::test]
+async fn pods_bind_once_add_ephemeral_containers_and_keep_their_spec() {
+    use k8s_openapi::api::core::v1::Pod;
+    let srv = TestServer::start().await;
+    let client = srv.client().await;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "p"},
+        "spec": {"containers": [{"name": "c", "image": "busybox:1"}]},
+        "status": {"phase": "Running"},
+    }))
+    .unwrap();
+    let created = pods.create(&PostParams::default(), &pod).await.unwrap();
+    assert_eq!(created.status.unwrap().phase.as_deref(), Some("Pending"), "status is the server's on create");
+
+    let bind = |node: &str| {
+        let body = json!({"apiVersion": "v1", "kind": "Binding", "metadata": {"name": "p"}, "target": {"kind": "Node", "name": node}});
+        http::Request::post("/api/v1/namespaces/default/pods/p/binding")
+            .header("content-type", "application/json")
+            .body(serde_json::to_vec(&body).unwrap())
+            .unwrap()
+    };
+    let ok: serde_json::Value = client.request(bind("node-a")).await.unwrap();
+    assert_eq!(ok["status"], "Success");
+    let bound = pods.get("p").await.unwrap();
+    assert_eq!(bound.spec.as_ref().unwrap().node_name.as_deref(), Some("node-a"));
+    let cond = bound.status.unwrap().conditions.unwrap();
+    assert!(cond.iter().any(|c| c.type_ == "PodScheduled" && c.status == "True"));
+    let e = api_err(client.request::<serde_json::Value>(bind("node-b")).await);
+    assert_eq!(e.code, 409);
+    assert!(e.message.contains("is already assigned to node \"node-a\""), "{}", e.message);
+
+    // Only images (and a few fields) may change in a pod's spec.
+    let e = api_err(
+        pods.patch("p", &PatchParams::default(), &Patch::Merge(json!({"spec": {"restartPolicy": "Never"}}))).await,
+    );
+    assert_eq!(e.code, 422);
+    assert!(e.message.contains("pod updates may not change fields other than"), "{}", e.message);
+    let new_image = json!({"spec": {"containers": [{"name": "c", "image": "busybox:2"}]}});
+    let p2 = pods.patch("p", &PatchParams::default(), &Patch::Merge(new_image)).await.unwrap();
+    assert_eq!(p2.spec.unwrap().containers[0].image.as_deref(), Some("busybox:2"));
+
+    // Ephemeral containers: added through their subresource, never changed afterwards.
+    let debug =
+        json!({"spec": {"ephemeralContainers": [{"name": "debug", "image": "busybox", "targetContainerName": "c"}]}});
+    let p3 = pods
+        .patch_subresource("ephemeralcontainers", "p", &PatchParams::default(), &Patch::Merge(debug))
+        .await
+        .unwrap();
+    assert_eq!(p3.spec.unwrap().ephemeral_containers.unwrap()[0].name, "debug");
+    let e = api_err(
+        pods.patch_subresource(
+            "ephemeralcontainers",
+            "p",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"ephemeralContainers": []}})),
+        )
+        .await,
+    );
+    assert_eq!(e.code, 422);
+    let e = api_err(
+        pods.patch(
+            "p",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"ephemeralContainers": [{"name": "x", "image": "y"}]}})),
+        )
+        .await,
+    );
+    assert_eq!(e.code, 422, "the main resource cannot add ephemeral containers");
+
+    // Namespaces: finalize empties spec.finalizers and completes a pending deletion.
+    let nss: Api<Namespace> = Api::all(client.clone());
+    nss.create(&PostParams::default(), &serde_json::from_value(json!({"metadata": {"name": "fin"}})).unwrap())
+        .await
+        .unwrap();
+    nss.delete("fin", &DeleteParams::default()).await.unwrap();
+    let mut ns = nss.get("fin").await.unwrap();
+    ns.spec.as_mut().unwrap().finalizers = Some(vec![]);
+    nss.replace_subresource("finalize", "fin", &PostParams::default(), &ns).await.unwrap();
+    assert!(nss.get_opt("fin").await.unwrap().is_none(), "an emptied namespace is gone");
+}
