@@ -11,6 +11,7 @@ pub mod body;
 pub mod bootstrap;
 pub mod discovery;
 pub mod health;
+pub mod inflight;
 pub mod metrics;
 pub mod pki;
 pub mod request;

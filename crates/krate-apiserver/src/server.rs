@@ -34,6 +34,9 @@ pub struct ApiServerConfig {
     pub advertise_address: String,
     /// Whether requests without credentials act as system:anonymous (else 401).
     pub anonymous_auth: bool,
+    /// In-flight limits for reads and writes (0: unlimited); upstream's 400 and 200.
+    pub max_requests_inflight: usize,
+    pub max_mutating_requests_inflight: usize,
 }
 
 pub struct ApiServer {
@@ -41,6 +44,7 @@ pub struct ApiServer {
     admission: Arc<dyn Admission>,
     config: ApiServerConfig,
     ready: AtomicBool,
+    inflight: crate::inflight::InflightLimits,
 }
 
 /// Paths anyone may read, as upstream's system:public-info-viewer role allows.
@@ -57,7 +61,9 @@ fn is_discovery_path(path: &str) -> bool {
 
 impl ApiServer {
     pub fn new(registry: Arc<Registry>, admission: Arc<dyn Admission>, config: ApiServerConfig) -> Self {
-        ApiServer { registry, admission, config, ready: AtomicBool::new(false) }
+        let inflight =
+            crate::inflight::InflightLimits::new(config.max_requests_inflight, config.max_mutating_requests_inflight);
+        ApiServer { registry, admission, config, ready: AtomicBool::new(false), inflight }
     }
 
     /// Marks start-up work (system namespaces…) as done: /readyz passes from now on.
@@ -76,9 +82,12 @@ impl ApiServer {
         let query = request::parse_query(parts.uri.query());
         let info = request::parse(&parts.method, parts.uri.path(), &query);
         let format = body::negotiate(&parts.headers).unwrap_or(Format::Json);
-        let response = match self.authenticate_and_authorize(user, &info) {
+        // Health checks must answer under load: only resource requests count.
+        let permit =
+            if info.is_resource { self.inflight.admit(&info.verb) } else { Ok(crate::inflight::Permit::unlimited()) };
+        let response = match permit.and_then(|p| self.authenticate_and_authorize(user, &info).map(|u| (u, p))) {
             Err(e) => body::error(&e, format),
-            Ok(user) => {
+            Ok((user, _permit)) => {
                 if let Err(e) = body::negotiate(&parts.headers) {
                     body::error(&e, Format::Json)
                 } else if info.is_resource {

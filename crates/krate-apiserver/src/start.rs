@@ -40,6 +40,9 @@ pub struct Options {
     /// --service-cluster-ip-range and --service-node-port-range.
     pub service_cidr: String,
     pub node_port_range: String,
+    /// In-flight request limits (0: unlimited).
+    pub max_requests_inflight: usize,
+    pub max_mutating_requests_inflight: usize,
 }
 
 /// A serving API server.
@@ -103,6 +106,8 @@ pub async fn start(opts: Options) -> Result<Running, StartError> {
     let config = ApiServerConfig {
         advertise_address: SocketAddr::new(advertise_ip, bound.port()).to_string(),
         anonymous_auth: opts.anonymous_auth,
+        max_requests_inflight: opts.max_requests_inflight,
+        max_mutating_requests_inflight: opts.max_mutating_requests_inflight,
     };
     let server = Arc::new(ApiServer::new(registry.clone(), admission, config));
     let listener = Listener::from_std(std_listener, &pki, server.clone())?;

@@ -74,6 +74,12 @@ pub struct ServerArgs {
     /// NodePorts come from this range.
     #[arg(long, default_value = "30000-32767")]
     pub service_node_port_range: String,
+    /// Concurrent non-mutating requests before 429 (0: unlimited).
+    #[arg(long, default_value_t = 400)]
+    pub max_requests_inflight: usize,
+    /// Concurrent mutating requests before 429 (0: unlimited).
+    #[arg(long, default_value_t = 200)]
+    pub max_mutating_requests_inflight: usize,
     /// How long Events are kept, in seconds (upstream's --event-ttl, 1h).
     #[arg(long, default_value_t = 3600)]
     pub event_ttl_seconds: u64,

@@ -30,6 +30,8 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
         event_ttl: Duration::from_secs(args.event_ttl_seconds),
         service_cidr: args.service_cluster_ip_range.clone(),
         node_port_range: args.service_node_port_range.clone(),
+        max_requests_inflight: args.max_requests_inflight,
+        max_mutating_requests_inflight: args.max_mutating_requests_inflight,
     })
     .await?;
     tracing::info!(

@@ -28,6 +28,8 @@ impl TestServer {
             event_ttl: std::time::Duration::from_secs(2),
             service_cidr: "10.43.0.0/16".into(),
             node_port_range: "30000-32767".into(),
+            max_requests_inflight: 400,
+            max_mutating_requests_inflight: 200,
         })
         .await
         .expect("server starts");
