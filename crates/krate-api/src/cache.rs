@@ -81,6 +81,19 @@ struct State {
     epoch: u64,
 }
 
+impl State {
+    /// The objects under `prefix`, in key order, at this state's revision.
+    fn snapshot(&self, prefix: &str) -> Snapshot {
+        let objects = self
+            .objects
+            .range(prefix.to_string()..)
+            .take_while(|(k, _)| k.starts_with(prefix))
+            .map(|(_, o)| o.clone())
+            .collect();
+        Snapshot { revision: self.revision, objects }
+    }
+}
+
 pub struct Cacher {
     prefix: String,
     state: RwLock<State>,
@@ -290,14 +303,7 @@ impl Cacher {
 
     /// The objects under `prefix` (a namespace's, or all) at the cache's revision.
     pub fn snapshot(&self, prefix: &str) -> Snapshot {
-        let s = self.state.read();
-        let objects = s
-            .objects
-            .range(prefix.to_string()..)
-            .take_while(|(k, _)| k.starts_with(prefix))
-            .map(|(_, o)| o.clone())
-            .collect();
-        Snapshot { revision: s.revision, objects }
+        self.state.read().snapshot(prefix)
     }
 
     /// Starts a cursor after `after`, or fails if the ring does not reach back that far.
@@ -312,14 +318,8 @@ impl Cacher {
     /// A snapshot and a cursor positioned right after it, taken atomically.
     pub fn snapshot_and_cursor(&self, prefix: &str) -> (Snapshot, Cursor) {
         let s = self.state.read();
-        let objects = s
-            .objects
-            .range(prefix.to_string()..)
-            .take_while(|(k, _)| k.starts_with(prefix))
-            .map(|(_, o)| o.clone())
-            .collect();
         let cursor = Cursor { after: s.revision, epoch: s.epoch, changed: self.changed.subscribe() };
-        (Snapshot { revision: s.revision, objects }, cursor)
+        (s.snapshot(prefix), cursor)
     }
 
     /// Events after the cursor (advancing it), or an error if it fell behind.
