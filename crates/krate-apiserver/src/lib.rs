@@ -12,6 +12,7 @@ pub mod bootstrap;
 pub mod discovery;
 pub mod health;
 pub mod inflight;
+pub mod inprocess;
 pub mod metrics;
 pub mod pki;
 pub mod request;
