@@ -298,7 +298,8 @@ impl ApiServer {
             }
             ("delete", None) => {
                 let bytes = body::read(body).await?;
-                let opts = delete_options(query, &parts.headers, &bytes)?;
+                let (opts, body_dry_run) = delete_options(query, &parts.headers, &bytes)?;
+                let ctx = Context { dry_run: ctx.dry_run || body_dry_run, ..ctx };
                 match self.registry.delete(&scope, name, &opts, &ctx).await? {
                     Deleted::Now(obj) => Ok(body::respond(StatusCode::OK, format, &success_status(&r, &obj))),
                     Deleted::Pending(obj) => Ok(body::respond(StatusCode::ACCEPTED, format, &obj)),
@@ -306,7 +307,8 @@ impl ApiServer {
             }
             ("deletecollection", None) => {
                 let bytes = body::read(body).await?;
-                let opts = delete_options(query, &parts.headers, &bytes)?;
+                let (opts, body_dry_run) = delete_options(query, &parts.headers, &bytes)?;
+                let ctx = Context { dry_run: ctx.dry_run || body_dry_run, ..ctx };
                 let list = self.registry.delete_collection(&scope, &list_options(query)?, &opts, &ctx).await?;
                 Ok(body::respond_bytes(StatusCode::OK, format, list_json(&r, &list)))
             }
@@ -452,14 +454,28 @@ fn list_options(query: &HashMap<String, String>) -> Result<ListOptions, ApiError
     })
 }
 
+/// DeleteOptions from the body and the query, and whether the body asks for a dry run
+/// (clients send dryRun in either place).
 fn delete_options(
     query: &HashMap<String, String>,
     headers: &http::HeaderMap,
     body: &[u8],
-) -> Result<DeleteOptions, ApiError> {
+) -> Result<(DeleteOptions, bool), ApiError> {
     let mut opts = DeleteOptions::default();
+    let mut dry_run = false;
     if !body.is_empty() {
         let v = body::decode(headers, body)?;
+        for item in v.get("dryRun").and_then(Value::as_array).into_iter().flatten() {
+            match item.as_str() {
+                Some("All") => dry_run = true,
+                other => {
+                    return Err(ApiError::bad_request(format!(
+                        "Unsupported value: \"{}\": supported values: \"All\"",
+                        other.unwrap_or_default()
+                    )));
+                }
+            }
+        }
         opts.grace_period_seconds = v.get("gracePeriodSeconds").and_then(Value::as_i64);
         opts.propagation_policy = v.get("propagationPolicy").and_then(Value::as_str).map(String::from);
         if v.get("orphanDependents") == Some(&Value::Bool(true)) && opts.propagation_policy.is_none() {
@@ -479,7 +495,7 @@ fn delete_options(
     if query.get("orphanDependents").is_some_and(|v| v == "true") && opts.propagation_policy.is_none() {
         opts.propagation_policy = Some("Orphan".into());
     }
-    Ok(opts)
+    Ok((opts, dry_run))
 }
 
 fn decode_patch(headers: &http::HeaderMap, bytes: &[u8]) -> Result<Patch, ApiError> {
