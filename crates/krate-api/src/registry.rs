@@ -850,6 +850,12 @@ impl Registry {
 
     async fn list_from_cache(&self, scope: &Scope, filter: &Filter, at_least: Revision) -> ApiResult<ListResult> {
         let cache = self.cache(&scope.resource);
+        if !cache.wait_ready(CACHE_WAIT).await {
+            // Still filling (a large resource's first use): the store answers meanwhile,
+            // at its latest revision, which is never older than what was asked for.
+            let opts = ListOptions::default();
+            return self.list_from_store(scope, filter, &opts, 0).await;
+        }
         if !cache.wait_for(at_least, CACHE_WAIT).await {
             return Err(ApiError::timeout(format!(
                 "Too large resource version: {at_least}, current: {}",

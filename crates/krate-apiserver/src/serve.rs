@@ -112,9 +112,10 @@ impl Listener {
                     let (server, user) = (server.clone(), user.clone());
                     async move { Ok::<_, std::convert::Infallible>(server.handle(req, user).await) }
                 });
-                if let Err(e) =
-                    auto::Builder::new(TokioExecutor::new()).serve_connection(TokioIo::new(tls), service).await
-                {
+                let mut builder = auto::Builder::new(TokioExecutor::new());
+                // Upstream's --http2-max-streams-per-connection: many watches share a connection.
+                builder.http2().max_concurrent_streams(HTTP2_MAX_STREAMS);
+                if let Err(e) = builder.serve_connection(TokioIo::new(tls), service).await {
                     tracing::debug!(%peer, error = %e, "connection ended with an error");
                 }
             });
