@@ -1,6 +1,8 @@
 //! `krate-bench`: the measurements behind bench/RESULTS.md. Run in release mode:
-//! `cargo run --release -p krate-bench -- store`.
+//! `cargo run --release -p krate-bench -- store`, or, after
+//! `cargo build --release -p krate -p krate-bench`, `./target/release/krate-bench api`.
 
+mod api;
 mod stats;
 mod store;
 
@@ -17,11 +19,15 @@ struct Cli {
 enum Command {
     /// Storage backends side by side: durable writes, ranges, watch fan-out.
     Store(store::StoreArgs),
+    /// The `krate server` binary over HTTPS beside a bare hyper server: GET, LIST, CREATE,
+    /// watch fan-out, time to ready, memory.
+    Api(api::ApiArgs),
 }
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     match Cli::parse().command {
         Command::Store(args) => store::run(args).await,
+        Command::Api(args) => api::run(args).await,
     }
 }
