@@ -15,6 +15,7 @@ pub mod error;
 pub mod filter;
 pub mod generated;
 pub mod hooks;
+pub mod kinds;
 pub mod object;
 pub mod registry;
 pub mod resource;

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 use crate::error::Cause;
+use crate::kinds;
 use crate::validation::NameRule;
 
 /// What deleting an object does beyond removing it.
@@ -184,17 +185,21 @@ impl Strategy for Pods {
                 "existing ephemeral containers may not be changed or removed",
             ));
         }
-        for (i, c) in new_eph.iter().enumerate().skip(old_eph.len()) {
-            for field in ["name", "image"] {
-                if c.get(field).and_then(Value::as_str).is_none_or(str::is_empty) {
-                    causes.push(Cause::required(format!("spec.ephemeralContainers[{i}].{field}"), ""));
-                }
-            }
-        }
+        // The new containers are validated with the defaults they would get applied.
+        causes.extend(kinds::pod::validate_with_defaults(new));
         causes
     }
     fn prepare_for_create(&self, obj: &mut Value) {
-        obj["status"] = json!({"phase": "Pending"});
+        kinds::pod::default_pod(obj);
+        kinds::pod::admit_new_pod(obj);
+        let qos = kinds::pod::qos_class(obj);
+        obj["status"] = json!({"phase": "Pending", "qosClass": qos});
+    }
+    fn prepare_for_update(&self, new: &mut Value, _old: &Value) {
+        kinds::pod::default_pod(new);
+    }
+    fn validate(&self, obj: &Value) -> Vec<Cause> {
+        kinds::pod::validate_pod(obj)
     }
     fn selectable_fields(&self) -> &'static [(&'static str, &'static str)] {
         &[
@@ -262,21 +267,16 @@ impl Strategy for Nodes {
 struct Secrets;
 impl Strategy for Secrets {
     fn prepare_for_create(&self, obj: &mut Value) {
-        if obj.get("type").and_then(Value::as_str).is_none_or(str::is_empty) {
-            obj["type"] = json!("Opaque");
-        }
+        kinds::config::default_secret(obj);
+    }
+    fn prepare_for_update(&self, new: &mut Value, _old: &Value) {
+        kinds::config::default_secret(new);
+    }
+    fn validate(&self, obj: &Value) -> Vec<Cause> {
+        kinds::config::validate_secret(obj)
     }
     fn validate_update(&self, new: &Value, old: &Value) -> Vec<Cause> {
-        let mut causes = Vec::new();
-        if new.get("type") != old.get("type") {
-            causes.push(Cause::invalid("type", field_value(new, "type"), "field is immutable"));
-        }
-        if old.get("immutable") == Some(&Value::Bool(true))
-            && (new.get("data") != old.get("data") || new.get("immutable") != old.get("immutable"))
-        {
-            causes.push(Cause::forbidden("data", "field is immutable when `immutable` is set"));
-        }
-        causes
+        kinds::config::validate_secret_update(new, old)
     }
     fn selectable_fields(&self) -> &'static [(&'static str, &'static str)] {
         &[("type", "type")]
@@ -285,14 +285,11 @@ impl Strategy for Secrets {
 
 struct ConfigMaps;
 impl Strategy for ConfigMaps {
+    fn validate(&self, obj: &Value) -> Vec<Cause> {
+        kinds::config::validate_config_map(obj)
+    }
     fn validate_update(&self, new: &Value, old: &Value) -> Vec<Cause> {
-        let locked = old.get("immutable") == Some(&Value::Bool(true));
-        let changed = ["data", "binaryData", "immutable"].iter().any(|f| new.get(f) != old.get(f));
-        if locked && changed {
-            vec![Cause::forbidden("data", "field is immutable when `immutable` is set")]
-        } else {
-            vec![]
-        }
+        kinds::config::validate_config_map_update(new, old)
     }
 }
 
@@ -406,24 +403,198 @@ impl Strategy for UpsertOnPut {
     }
 }
 
-struct ReplicaCounting;
-impl Strategy for ReplicaCounting {
+fn no_defaults(_: &mut Value) {}
+fn no_update_prep(_: &mut Value, _: &Value) {}
+fn no_causes(_: &Value) -> Vec<Cause> {
+    Vec::new()
+}
+fn no_update_causes(_: &Value, _: &Value) -> Vec<Cause> {
+    Vec::new()
+}
+
+/// A kind whose semantics are its defaults and validation (`crate::kinds`): the
+/// defaults apply to every create and update body, as upstream's decoding applies
+/// them; `on_create`/`on_update` are the strategy's own preparation.
+struct Kind {
+    generation: bool,
+    name_rule: NameRule,
+    upsert: bool,
+    selectable: &'static [(&'static str, &'static str)],
+    defaults: fn(&mut Value),
+    on_create: fn(&mut Value),
+    on_update: fn(&mut Value, &Value),
+    validate: fn(&Value) -> Vec<Cause>,
+    validate_update: fn(&Value, &Value) -> Vec<Cause>,
+}
+
+impl Kind {
+    const BASE: Kind = Kind {
+        generation: false,
+        name_rule: NameRule::Subdomain,
+        upsert: false,
+        selectable: &[],
+        defaults: no_defaults,
+        on_create: no_defaults,
+        on_update: no_update_prep,
+        validate: no_causes,
+        validate_update: no_update_causes,
+    };
+    /// A kind that keeps metadata.generation.
+    const GENERATIONAL: Kind = Kind { generation: true, ..Kind::BASE };
+}
+
+impl Strategy for Kind {
+    fn name_rule(&self) -> NameRule {
+        self.name_rule
+    }
     fn tracks_generation(&self) -> bool {
-        true
+        self.generation
+    }
+    fn prepare_for_create(&self, obj: &mut Value) {
+        (self.defaults)(obj);
+        (self.on_create)(obj);
+    }
+    fn prepare_for_update(&self, new: &mut Value, old: &Value) {
+        (self.defaults)(new);
+        (self.on_update)(new, old);
+    }
+    fn validate(&self, obj: &Value) -> Vec<Cause> {
+        (self.validate)(obj)
+    }
+    fn validate_update(&self, new: &Value, old: &Value) -> Vec<Cause> {
+        (self.validate_update)(new, old)
+    }
+    fn allow_create_on_update(&self) -> bool {
+        self.upsert
     }
     fn selectable_fields(&self) -> &'static [(&'static str, &'static str)] {
-        &[("status.replicas", "status.replicas")]
+        self.selectable
     }
 }
 
-struct Jobs;
-impl Strategy for Jobs {
-    fn tracks_generation(&self) -> bool {
-        true
-    }
-    fn selectable_fields(&self) -> &'static [(&'static str, &'static str)] {
-        &[("status.successful", "status.successful")]
-    }
+fn pvc_create(obj: &mut Value) {
+    kinds::storage::prepare_pvc_create(obj);
+}
+
+fn ingress_validate(obj: &Value) -> Vec<Cause> {
+    let mut causes = kinds::networking::validate_ingress(obj);
+    causes.extend(kinds::networking::validate_ingress_create(obj));
+    causes
+}
+
+fn role_binding_validate(obj: &Value) -> Vec<Cause> {
+    kinds::rbac::validate_binding(obj, false)
+}
+
+fn cluster_role_binding_validate(obj: &Value) -> Vec<Cause> {
+    kinds::rbac::validate_binding(obj, true)
+}
+
+const REPLICAS: &[(&str, &str)] = &[("status.replicas", "status.replicas")];
+
+/// The strategy of a kind with defaults and validation in `crate::kinds`.
+fn validated_kind(group: &str, kind: &str) -> Option<Kind> {
+    use kinds::{apps, batch, misc, networking, policy, rbac, storage};
+    let k = match (group, kind) {
+        ("", "ReplicationController") => Kind {
+            selectable: REPLICAS,
+            defaults: apps::default_replication_controller,
+            validate: apps::validate_replication_controller,
+            ..Kind::GENERATIONAL
+        },
+        ("", "PodTemplate") => Kind {
+            defaults: apps::default_pod_template_object,
+            validate: apps::validate_pod_template_object,
+            ..Kind::BASE
+        },
+        ("", "PersistentVolumeClaim") => Kind {
+            defaults: storage::default_pvc,
+            on_create: pvc_create,
+            validate: storage::validate_pvc,
+            validate_update: storage::validate_pvc_update,
+            ..Kind::BASE
+        },
+        ("apps", "Deployment") => Kind {
+            defaults: apps::default_deployment,
+            on_update: apps::deployment_generation,
+            validate: apps::validate_deployment,
+            validate_update: apps::validate_deployment_update,
+            ..Kind::GENERATIONAL
+        },
+        ("apps", "ReplicaSet") => Kind {
+            selectable: REPLICAS,
+            defaults: apps::default_replica_set,
+            validate: apps::validate_replica_set,
+            validate_update: apps::validate_replica_set_update,
+            ..Kind::GENERATIONAL
+        },
+        ("apps", "DaemonSet") => Kind {
+            defaults: apps::default_daemon_set,
+            validate: apps::validate_daemon_set,
+            validate_update: apps::validate_daemon_set_update,
+            ..Kind::GENERATIONAL
+        },
+        ("apps", "StatefulSet") => Kind {
+            name_rule: NameRule::Label,
+            defaults: apps::default_stateful_set,
+            validate: apps::validate_stateful_set,
+            validate_update: apps::validate_stateful_set_update,
+            ..Kind::GENERATIONAL
+        },
+        ("batch", "Job") => Kind {
+            selectable: &[("status.successful", "status.successful")],
+            defaults: batch::default_job,
+            on_create: batch::generate_selector,
+            validate: batch::validate_job,
+            validate_update: batch::validate_job_update,
+            ..Kind::GENERATIONAL
+        },
+        ("batch", "CronJob") => {
+            Kind { defaults: batch::default_cron_job, validate: batch::validate_cron_job, ..Kind::GENERATIONAL }
+        }
+        ("policy", "PodDisruptionBudget") => Kind { validate: policy::validate_pdb, ..Kind::GENERATIONAL },
+        ("networking.k8s.io", "NetworkPolicy") => Kind {
+            defaults: networking::default_network_policy,
+            validate: networking::validate_network_policy,
+            ..Kind::GENERATIONAL
+        },
+        ("networking.k8s.io", "Ingress") => Kind { validate: ingress_validate, ..Kind::GENERATIONAL },
+        ("rbac.authorization.k8s.io", "Role") => {
+            Kind { name_rule: NameRule::PathSegment, validate: rbac::validate_role, ..Kind::BASE }
+        }
+        ("rbac.authorization.k8s.io", "ClusterRole") => {
+            Kind { name_rule: NameRule::PathSegment, validate: rbac::validate_cluster_role, ..Kind::BASE }
+        }
+        ("rbac.authorization.k8s.io", "RoleBinding") => Kind {
+            name_rule: NameRule::PathSegment,
+            defaults: rbac::default_binding,
+            validate: role_binding_validate,
+            validate_update: rbac::validate_binding_update,
+            ..Kind::BASE
+        },
+        ("rbac.authorization.k8s.io", "ClusterRoleBinding") => Kind {
+            name_rule: NameRule::PathSegment,
+            defaults: rbac::default_binding,
+            validate: cluster_role_binding_validate,
+            validate_update: rbac::validate_binding_update,
+            ..Kind::BASE
+        },
+        ("coordination.k8s.io", "Lease") => Kind { upsert: true, validate: misc::validate_lease, ..Kind::BASE },
+        ("scheduling.k8s.io", "PriorityClass") => Kind {
+            defaults: misc::default_priority_class,
+            validate: misc::validate_priority_class,
+            validate_update: misc::validate_priority_class_update,
+            ..Kind::BASE
+        },
+        ("storage.k8s.io", "StorageClass") => Kind {
+            defaults: storage::default_storage_class,
+            validate: storage::validate_storage_class,
+            validate_update: storage::validate_storage_class_update,
+            ..Kind::BASE
+        },
+        _ => return None,
+    };
+    Some(k)
 }
 
 struct Csrs;
@@ -435,6 +606,9 @@ impl Strategy for Csrs {
 
 /// The strategy for a built-in kind.
 pub fn for_kind(group: &str, kind: &str) -> Arc<dyn Strategy> {
+    if let Some(k) = validated_kind(group, kind) {
+        return Arc::new(k);
+    }
     match (group, kind) {
         ("", "Namespace") => Arc::new(Namespaces),
         ("", "Pod") => Arc::new(Pods),
@@ -443,9 +617,7 @@ pub fn for_kind(group: &str, kind: &str) -> Arc<dyn Strategy> {
         ("", "ConfigMap") => Arc::new(ConfigMaps),
         ("", "Service") => Arc::new(Services),
         ("" | "events.k8s.io", "Event") => Arc::new(Events),
-        ("", "Endpoints") | ("coordination.k8s.io", "Lease") => Arc::new(UpsertOnPut),
-        ("", "ReplicationController") | ("apps", "ReplicaSet") => Arc::new(ReplicaCounting),
-        ("batch", "Job") => Arc::new(Jobs),
+        ("", "Endpoints") => Arc::new(UpsertOnPut),
         ("certificates.k8s.io", "CertificateSigningRequest") => Arc::new(Csrs),
         ("rbac.authorization.k8s.io", _) => Arc::new(PathSegmentNames),
         ("apps", _)

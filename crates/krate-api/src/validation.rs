@@ -192,6 +192,318 @@ pub fn validate_annotations(annotations: &serde_json::Map<String, serde_json::Va
     causes
 }
 
+/// A string as Go's `%q` prints it (close enough: Rust's escaping of the rare
+/// non-printable characters differs in form only).
+pub fn go_quote(s: &str) -> String {
+    format!("{s:?}")
+}
+
+/// `field.Invalid` with the value already rendered as upstream renders it (a Go
+/// `%#v` of a map or struct, a bare number).
+pub fn invalid_raw(field: impl Into<String>, raw: impl Into<String>, detail: impl Into<String>) -> Cause {
+    Cause {
+        reason: "FieldValueInvalid".into(),
+        message: format!("Invalid value: {}: {}", raw.into(), detail.into()),
+        field: field.into(),
+    }
+}
+
+/// `field.Invalid` of a string value (always quoted, as upstream quotes strings).
+pub fn invalid_str(field: impl Into<String>, value: &str, detail: impl Into<String>) -> Cause {
+    invalid_raw(field, go_quote(value), detail)
+}
+
+/// `field.Invalid` of an integer value.
+pub fn invalid_int(field: impl Into<String>, value: i64, detail: impl Into<String>) -> Cause {
+    invalid_raw(field, value.to_string(), detail)
+}
+
+/// `field.NotFound`.
+pub fn not_found(field: impl Into<String>, value: &str) -> Cause {
+    Cause {
+        reason: "FieldValueNotFound".into(),
+        message: format!("Not found: {}", go_quote(value)),
+        field: field.into(),
+    }
+}
+
+/// `field.Duplicate` of a string value.
+pub fn duplicate_str(field: impl Into<String>, value: &str) -> Cause {
+    Cause {
+        reason: "FieldValueDuplicate".into(),
+        message: format!("Duplicate value: {}", go_quote(value)),
+        field: field.into(),
+    }
+}
+
+/// `field.NotSupported` with the value already rendered.
+pub fn not_supported_raw(field: impl Into<String>, raw: impl Into<String>, supported: &[&str]) -> Cause {
+    let list = supported.iter().map(|s| format!("\"{s}\"")).collect::<Vec<_>>().join(", ");
+    Cause {
+        reason: "FieldValueNotSupported".into(),
+        message: format!("Unsupported value: {}: supported values: {list}", raw.into()),
+        field: field.into(),
+    }
+}
+
+/// `field.TooMany`.
+pub fn too_many(field: impl Into<String>, actual: usize, max: usize) -> Cause {
+    Cause {
+        reason: "FieldValueTooMany".into(),
+        message: format!("Too many: {actual}: must have at most {max} items"),
+        field: field.into(),
+    }
+}
+
+pub const NEGATIVE_MSG: &str = "must be greater than or equal to 0";
+pub const IMMUTABLE_MSG: &str = "field is immutable";
+
+/// `ValidateNonnegativeField`.
+pub fn nonnegative(field: impl Into<String>, value: i64) -> Option<Cause> {
+    (value < 0).then(|| invalid_int(field, value, NEGATIVE_MSG))
+}
+
+const DNS1123_LABEL_FMT_MSG: &str = LABEL_MSG;
+
+fn is_dns1123_label_format(s: &str) -> bool {
+    let b = s.as_bytes();
+    !b.is_empty()
+        && is_lower_alnum(b[0])
+        && is_lower_alnum(b[b.len() - 1])
+        && b.iter().all(|c| is_lower_alnum(*c) || *c == b'-')
+}
+
+fn is_dns1123_subdomain_format(s: &str) -> bool {
+    !s.is_empty() && s.split('.').all(is_dns1123_label_format)
+}
+
+/// Upstream's `IsDNS1123Label`.
+pub fn dns1123_label_errors(s: &str) -> Vec<String> {
+    let mut errs = Vec::new();
+    if s.len() > DNS1123_LABEL_MAX {
+        errs.push(format!("must be no more than {DNS1123_LABEL_MAX} characters"));
+    }
+    if !is_dns1123_label_format(s) {
+        if is_dns1123_subdomain_format(s) {
+            errs.push("must not contain dots".into());
+        } else {
+            errs.push(DNS1123_LABEL_FMT_MSG.into());
+        }
+    }
+    errs
+}
+
+/// Upstream's `IsDNS1123Subdomain`.
+pub fn dns1123_subdomain_errors(s: &str) -> Vec<String> {
+    let mut errs = Vec::new();
+    if s.len() > DNS1123_SUBDOMAIN_MAX {
+        errs.push(format!("must be no more than {DNS1123_SUBDOMAIN_MAX} characters"));
+    }
+    if !is_dns1123_subdomain_format(s) {
+        errs.push(SUBDOMAIN_MSG.into());
+    }
+    errs
+}
+
+const CONFIG_KEY_MSG: &str = "a valid config key must consist of alphanumeric characters, '-', '_' or '.' (e.g. 'key.name',  or 'KEY_NAME',  or 'key-name', regex used for validation is '[-._a-zA-Z0-9]+')";
+
+/// Upstream's `IsConfigMapKey`: keys of ConfigMaps and Secrets.
+pub fn config_key_errors(key: &str) -> Vec<String> {
+    let mut errs = Vec::new();
+    if key.len() > DNS1123_SUBDOMAIN_MAX {
+        errs.push(format!("must be no more than {DNS1123_SUBDOMAIN_MAX} characters"));
+    }
+    if key.is_empty() || !key.bytes().all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'.' | b'_')) {
+        errs.push(CONFIG_KEY_MSG.into());
+    }
+    if key == "." {
+        errs.push("must not be '.'".into());
+    } else if key == ".." {
+        errs.push("must not be '..'".into());
+    } else if key.starts_with("..") {
+        errs.push("must not start with '..'".into());
+    }
+    errs
+}
+
+/// Upstream's `IsValidPortName` (an IANA_SVC_NAME).
+pub fn port_name_errors(port: &str) -> Vec<String> {
+    let mut errs = Vec::new();
+    if port.len() > 15 {
+        errs.push("must be no more than 15 characters".into());
+    }
+    if port.is_empty() || !port.bytes().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'-') {
+        errs.push("must contain only alpha-numeric characters (a-z, 0-9), and hyphens (-)".into());
+    } else if !port.bytes().any(|c| c.is_ascii_lowercase()) {
+        errs.push("must contain at least one letter (a-z)".into());
+    }
+    if port.contains("--") {
+        errs.push("must not contain consecutive hyphens".into());
+    }
+    if port.starts_with('-') || port.ends_with('-') {
+        errs.push("must not begin or end with a hyphen".into());
+    }
+    errs
+}
+
+/// Upstream's `IsValidPortNum`.
+pub fn port_num_errors(port: i64) -> Vec<String> {
+    if (1..=65535).contains(&port) { Vec::new() } else { vec!["must be between 1 and 65535, inclusive".into()] }
+}
+
+/// Upstream's `IsRelaxedEnvVarName` (RelaxedEnvironmentVariableValidation is on by default).
+pub fn env_var_name_errors(name: &str) -> Vec<String> {
+    let mut errs = Vec::new();
+    if name.is_empty() {
+        errs.push("environment variable name must be non-empty".into());
+    }
+    if name.chars().any(|c| !c.is_ascii() || c.is_ascii_control() || c == '=') {
+        errs.push(
+            "a valid environment variable name must consist only of printable ASCII characters other than '='".into(),
+        );
+    }
+    errs
+}
+
+/// Upstream's `IsValidPercent`.
+pub fn percent_errors(s: &str) -> Vec<String> {
+    let ok = s.strip_suffix('%').is_some_and(|n| !n.is_empty() && n.bytes().all(|c| c.is_ascii_digit()));
+    if ok {
+        Vec::new()
+    } else {
+        vec!["a valid percent string must be a numeric string followed by an ending '%' (e.g. '1%',  or '93%', regex used for validation is '[0-9]+%')".into()]
+    }
+}
+
+/// Upstream's `IsValidIP` message.
+pub fn ip_errors(s: &str) -> Vec<String> {
+    if s.parse::<std::net::IpAddr>().is_ok() {
+        Vec::new()
+    } else {
+        vec!["must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)".into()]
+    }
+}
+
+/// A CIDR as upstream's `ParseCIDR` reads it: the network address and prefix length.
+pub fn parse_cidr(s: &str) -> Option<(std::net::IpAddr, u8)> {
+    let (ip, len) = s.split_once('/')?;
+    let ip: std::net::IpAddr = ip.parse().ok()?;
+    if len.is_empty() || len.len() > 3 || !len.bytes().all(|c| c.is_ascii_digit()) {
+        return None;
+    }
+    let len: u8 = len.parse().ok()?;
+    let max = if ip.is_ipv4() { 32 } else { 128 };
+    (len <= max).then(|| (mask_ip(ip, len), len))
+}
+
+fn mask_ip(ip: std::net::IpAddr, len: u8) -> std::net::IpAddr {
+    match ip {
+        std::net::IpAddr::V4(v4) => {
+            let bits = u32::from(v4);
+            let mask = if len == 0 { 0 } else { u32::MAX << (32 - len) };
+            std::net::IpAddr::V4((bits & mask).into())
+        }
+        std::net::IpAddr::V6(v6) => {
+            let bits = u128::from(v6);
+            let mask = if len == 0 { 0 } else { u128::MAX << (128 - len) };
+            std::net::IpAddr::V6((bits & mask).into())
+        }
+    }
+}
+
+/// Whether `ip` lies in the network `net/len`.
+pub fn cidr_contains(net: std::net::IpAddr, len: u8, ip: std::net::IpAddr) -> bool {
+    net.is_ipv4() == ip.is_ipv4() && mask_ip(ip, len) == net
+}
+
+/// Upstream's `ValidateLabelSelector` (metav1.LabelSelector as JSON).
+pub fn validate_label_selector(sel: &serde_json::Value, field: &str) -> Vec<Cause> {
+    let mut causes = Vec::new();
+    if let Some(m) = sel.get("matchLabels").and_then(serde_json::Value::as_object) {
+        causes.extend(validate_labels(m, &format!("{field}.matchLabels")));
+    }
+    let exprs = sel.get("matchExpressions").and_then(serde_json::Value::as_array);
+    for (i, e) in exprs.into_iter().flatten().enumerate() {
+        let at = format!("{field}.matchExpressions[{i}]");
+        let values = e.get("values").and_then(serde_json::Value::as_array).cloned().unwrap_or_default();
+        let op = e.get("operator").and_then(serde_json::Value::as_str).unwrap_or("");
+        match op {
+            "In" | "NotIn" => {
+                if values.is_empty() {
+                    causes.push(Cause::required(
+                        format!("{at}.values"),
+                        "must be specified when `operator` is 'In' or 'NotIn'",
+                    ));
+                }
+            }
+            "Exists" | "DoesNotExist" => {
+                if !values.is_empty() {
+                    causes.push(Cause::forbidden(
+                        format!("{at}.values"),
+                        "may not be specified when `operator` is 'Exists' or 'DoesNotExist'",
+                    ));
+                }
+            }
+            other => causes.push(invalid_str(format!("{at}.operator"), other, "not a valid selector operator")),
+        }
+        let key = e.get("key").and_then(serde_json::Value::as_str).unwrap_or("");
+        for msg in qualified_name_errors(key) {
+            causes.push(invalid_str(format!("{at}.key"), key, msg));
+        }
+        for (j, v) in values.iter().enumerate() {
+            let v = v.as_str().unwrap_or("");
+            for msg in label_value_errors(v) {
+                causes.push(invalid_str(format!("{at}.values[{j}]"), v, msg));
+            }
+        }
+    }
+    causes
+}
+
+/// Whether a metav1.LabelSelector (as JSON) selects `labels`. An empty selector selects
+/// everything, an absent one (`None`) nothing — as upstream's `LabelSelectorAsSelector`.
+pub fn label_selector_matches(
+    sel: Option<&serde_json::Value>,
+    labels: Option<&serde_json::Map<String, serde_json::Value>>,
+) -> bool {
+    let Some(sel) = sel.filter(|s| !s.is_null()) else { return false };
+    let get = |k: &str| labels.and_then(|l| l.get(k)).and_then(serde_json::Value::as_str);
+    if let Some(m) = sel.get("matchLabels").and_then(serde_json::Value::as_object) {
+        for (k, v) in m {
+            if get(k) != v.as_str() {
+                return false;
+            }
+        }
+    }
+    for e in sel.get("matchExpressions").and_then(serde_json::Value::as_array).into_iter().flatten() {
+        let key = e.get("key").and_then(serde_json::Value::as_str).unwrap_or("");
+        let values: Vec<&str> = e
+            .get("values")
+            .and_then(serde_json::Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(serde_json::Value::as_str)
+            .collect();
+        let ok = match e.get("operator").and_then(serde_json::Value::as_str).unwrap_or("") {
+            "In" => get(key).is_some_and(|v| values.contains(&v)),
+            "NotIn" => get(key).is_none_or(|v| !values.contains(&v)),
+            "Exists" => get(key).is_some(),
+            "DoesNotExist" => get(key).is_none(),
+            _ => false,
+        };
+        if !ok {
+            return false;
+        }
+    }
+    true
+}
+
+/// Whether a metav1.LabelSelector (as JSON) has no requirement at all.
+pub fn label_selector_is_empty(sel: &serde_json::Value) -> bool {
+    let n = |k: &str| sel.get(k).and_then(|v| v.as_object().map(|m| m.len()).or(v.as_array().map(Vec::len)));
+    n("matchLabels").unwrap_or(0) + n("matchExpressions").unwrap_or(0) == 0
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
