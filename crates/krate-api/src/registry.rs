@@ -377,13 +377,17 @@ impl Registry {
         if r.has_status() && r.strategy.resets_status_on_create() {
             obj.as_object_mut().map(|m| m.remove("status"));
         }
-        r.strategy.prepare_for_create(&mut obj);
+        let submitted = obj;
 
+        // As upstream: the name is generated first, so the strategy sees the final name
+        // (Jobs label their pods with it); a clash starts over with a new name.
         for attempt in 0.. {
+            let mut obj = submitted.clone();
             if let Some(prefix) = &generate {
                 let name = format!("{prefix}{}", object::generate_suffix());
                 object::meta_mut(&mut obj).insert("name".into(), json!(name));
             }
+            r.strategy.prepare_for_create(&mut obj);
             let name = object::name(&obj).to_string();
             let t = scope.target(&name);
             let mut causes = Self::validate_meta(r, &obj, true);

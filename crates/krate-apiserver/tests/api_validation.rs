@@ -391,7 +391,7 @@ async fn jobs_get_a_generated_selector_and_keep_their_template() {
     )
     .await;
     assert_eq!(causes(&s), vec!["spec.template: Invalid value: core.PodTemplateSpec{...}: field is immutable"]);
-    // A generateName Job: its name is not known when the selector is generated.
+    // A generateName Job: the name is generated before defaulting, so pods carry it.
     let mut t2 = template();
     t2["spec"]["restartPolicy"] = json!("OnFailure");
     let generated =
@@ -400,6 +400,10 @@ async fn jobs_get_a_generated_selector_and_keep_their_template() {
     assert!(generated["metadata"]["name"].as_str().unwrap().starts_with("batch-"));
     assert_eq!(generated["spec"]["selector"]["matchLabels"]["batch.kubernetes.io/controller-uid"], guid);
     assert_eq!(generated["spec"]["template"]["metadata"]["labels"]["controller-uid"], guid);
+    assert_eq!(
+        generated["spec"]["template"]["metadata"]["labels"]["batch.kubernetes.io/job-name"],
+        generated["metadata"]["name"]
+    );
 
     let s = rejected(&client, "PATCH", &format!("{JOBS}/pi"), json!({"spec": {"completions": 5}})).await;
     assert_eq!(causes(&s), vec!["spec.completions: Invalid value: 5: field is immutable"]);

@@ -67,9 +67,8 @@ pub fn default_job(job: &mut Value) {
 }
 
 /// Upstream's `generateSelector`: unless the selector is manual, the pods of a Job are
-/// labelled with its uid and name, and selected by the uid. `metadata.uid` is set by
-/// the registry before this runs; the name is unknown yet for generateName requests,
-/// whose pods then carry no job-name label.
+/// labelled with its uid and name, and selected by the uid. `metadata.uid` and the name
+/// (generated ones too) are set by the registry before this runs.
 pub fn generate_selector(job: &mut Value) {
     if job.pointer("/spec/manualSelector") == Some(&Value::Bool(true)) {
         return;
@@ -115,25 +114,15 @@ fn validate_generated_selector(job: &Value, c: &mut Vec<Cause>) {
         c.push(Cause::required("metadata.uid", ""));
     }
     let tmpl = spec.get("template").unwrap_or(&NULL);
-    let labels = tmpl.pointer("/metadata/labels").and_then(Value::as_object);
-    // A generateName Job got no job-name labels (its name was not known yet).
-    let named = !(labels.is_none_or(|l| !l.contains_key(LEGACY_JOB_NAME_LABEL) && !l.contains_key(JOB_NAME_LABEL))
-        && crate::object::meta_str(job, "generateName").is_some());
     has_label(tmpl, LEGACY_CONTROLLER_UID_LABEL, uid, c);
-    if named {
-        has_label(tmpl, LEGACY_JOB_NAME_LABEL, name, c);
-    }
+    has_label(tmpl, LEGACY_JOB_NAME_LABEL, name, c);
     has_label(tmpl, CONTROLLER_UID_LABEL, uid, c);
-    if named {
-        has_label(tmpl, JOB_NAME_LABEL, name, c);
-    }
+    has_label(tmpl, JOB_NAME_LABEL, name, c);
     let mut expected = serde_json::Map::new();
     expected.insert(CONTROLLER_UID_LABEL.into(), json!(uid));
     expected.insert(LEGACY_CONTROLLER_UID_LABEL.into(), json!(uid));
-    if named {
-        expected.insert(JOB_NAME_LABEL.into(), json!(name));
-        expected.insert(LEGACY_JOB_NAME_LABEL.into(), json!(name));
-    }
+    expected.insert(JOB_NAME_LABEL.into(), json!(name));
+    expected.insert(LEGACY_JOB_NAME_LABEL.into(), json!(name));
     if validate_label_selector(sel, "").is_empty() && !label_selector_matches(Some(sel), Some(&expected)) {
         c.push(invalid_raw("spec.selector", go_label_selector(sel), "`selector` not auto-generated"));
     }
