@@ -25,7 +25,7 @@ pub(crate) fn kv_at(row: &Row<'_>, base: usize) -> rusqlite::Result<KeyValue> {
 }
 
 pub(crate) fn meta(conn: &Connection, name: &str) -> rusqlite::Result<i64> {
-    conn.query_row("SELECT value FROM meta WHERE name = ?1", [name], |r| r.get(0))
+    conn.prepare_cached("SELECT value FROM meta WHERE name = ?1")?.query_row([name], |r| r.get(0))
 }
 
 /// The live value of a key, at the latest revision.
@@ -76,11 +76,23 @@ impl From<ReadError> for StoreError {
 }
 
 pub(crate) fn get(conn: &Connection, key: &str, revision: Revision) -> Result<(Option<KeyValue>, Revision), ReadError> {
-    let tx = conn.unchecked_transaction()?;
     if revision == 0 {
-        let current = meta(&tx, "revision")?;
-        return Ok((latest_kv(&tx, key)?, current));
+        // One statement is one snapshot: the value and the revision agree without an
+        // explicit transaction (the hot path of every GET).
+        let row = conn
+            .prepare_cached(&format!(
+                "SELECT m.value, {KV_COLUMNS} FROM meta m
+                 LEFT JOIN latest l ON l.key = ?1 LEFT JOIN log g ON g.rev = l.rev
+                 WHERE m.name = 'revision'"
+            ))?
+            .query_row([key.as_bytes()], |r| {
+                let current: Revision = r.get(0)?;
+                let present = r.get::<_, Option<i64>>(4)?.is_some();
+                Ok((present.then(|| kv_at(r, 1)).transpose()?, current))
+            })?;
+        return Ok(row);
     }
+    let tx = conn.unchecked_transaction()?;
     check_revision(&tx, revision)?;
     let found = tx
         .prepare_cached(&format!(
