@@ -20,7 +20,7 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
         CompactorConfig { interval: Duration::from_secs(args.compaction_interval_seconds) },
     );
 
-    let hostname = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default().trim().to_string();
+    let hostname = tokio::fs::read_to_string("/proc/sys/kernel/hostname").await.unwrap_or_default().trim().to_string();
     let running = start::start(Options {
         data_dir: args.data_dir.clone(),
         bind: SocketAddr::new(args.bind_address, args.secure_port),
