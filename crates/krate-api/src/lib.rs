@@ -22,6 +22,7 @@ pub mod resource;
 pub mod selector;
 pub mod services;
 pub mod strategy;
+pub mod table;
 pub mod user;
 pub mod validation;
 

@@ -21,13 +21,28 @@ pub fn full(bytes: impl Into<Bytes>) -> Body {
 pub enum Format {
     Json,
     Yaml,
+    /// JSON, as a meta.k8s.io/v1 Table (server-side printing).
+    Table,
 }
 
 /// Picks the response format from Accept; 406 when only formats we do not speak are acceptable.
 pub fn negotiate(headers: &HeaderMap) -> Result<Format, ApiError> {
     let Some(accept) = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()) else { return Ok(Format::Json) };
     for item in accept.split(',') {
-        let mt = item.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
+        let mut parts = item.split(';').map(|p| p.trim().to_ascii_lowercase());
+        let mt = parts.next().unwrap_or_default();
+        let params: Vec<String> = parts.collect();
+        let param = |k: &str| params.iter().find_map(|p| p.strip_prefix(&format!("{k}=")).map(String::from));
+        if let Some(as_) = param("as") {
+            // Only Tables of meta.k8s.io v1 (or v1beta1) are offered; other forms are skipped.
+            let is_table = as_ == "table"
+                && param("g").as_deref() == Some("meta.k8s.io")
+                && matches!(param("v").as_deref(), Some("v1" | "v1beta1"));
+            if is_table && (mt == "application/json" || mt == "*/*") {
+                return Ok(Format::Table);
+            }
+            continue;
+        }
         match mt.as_str() {
             "" | "*/*" | "application/*" | "application/json" => return Ok(Format::Json),
             "application/yaml" => return Ok(Format::Yaml),
@@ -86,7 +101,7 @@ pub fn content_type(headers: &HeaderMap) -> String {
 
 pub fn respond_bytes(status: StatusCode, format: Format, json: Bytes) -> Response<Body> {
     let (ct, body) = match format {
-        Format::Json => ("application/json", json),
+        Format::Json | Format::Table => ("application/json", json),
         Format::Yaml => {
             let v: Value = serde_json::from_slice(&json).unwrap_or(Value::Null);
             ("application/yaml", Bytes::from(serde_yaml_ng::to_string(&v).unwrap_or_default()))

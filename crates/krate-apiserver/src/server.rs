@@ -264,14 +264,34 @@ impl ApiServer {
         match (info.verb.as_str(), sub) {
             ("get", None) => {
                 let obj = self.registry.get(&scope, name).await?;
+                if format == Format::Table {
+                    let rv = krate_api::object::meta_str(&obj, "resourceVersion").map(String::from);
+                    let table =
+                        krate_api::table::table(&r.group, &r.kind, &[obj], rv.as_deref(), include_object(query));
+                    return Ok(body::respond(StatusCode::OK, format, &table));
+                }
                 Ok(body::respond(StatusCode::OK, format, &obj))
             }
             ("list", None) => {
                 let opts = list_options(query)?;
                 let list = self.registry.list(&scope, &opts).await?;
+                if format == Format::Table {
+                    let objects: Vec<Value> =
+                        list.items.iter().filter_map(|i| serde_json::from_slice(i).ok()).collect();
+                    let rv = list.revision.to_string();
+                    let mut table =
+                        krate_api::table::table(&r.group, &r.kind, &objects, Some(&rv), include_object(query));
+                    if let Some(c) = &list.continue_token {
+                        table["metadata"]["continue"] = json!(c);
+                    }
+                    if let Some(n) = list.remaining_item_count {
+                        table["metadata"]["remainingItemCount"] = json!(n);
+                    }
+                    return Ok(body::respond(StatusCode::OK, format, &table));
+                }
                 Ok(body::respond_bytes(StatusCode::OK, format, list_json(&r, &list)))
             }
-            ("watch", None) => self.watch(&scope, query).await,
+            ("watch", None) => self.watch(&scope, query, format == Format::Table).await,
             // The legacy bindings resource binds the pod of the same name.
             ("create", None) if r.group.is_empty() && r.plural == "bindings" => {
                 let binding = body::decode(&parts.headers, &body::read(body).await?)?;
@@ -366,7 +386,12 @@ impl ApiServer {
         Ok(body::respond(StatusCode::CREATED, Format::Json, &status))
     }
 
-    async fn watch(&self, scope: &Scope, query: &HashMap<String, String>) -> Result<Response<Body>, ApiError> {
+    async fn watch(
+        &self,
+        scope: &Scope,
+        query: &HashMap<String, String>,
+        table: bool,
+    ) -> Result<Response<Body>, ApiError> {
         let opts = WatchOptions {
             label_selector: query.get("labelSelector").cloned(),
             field_selector: query.get("fieldSelector").cloned(),
@@ -402,8 +427,18 @@ impl ApiServer {
         gauge.inc();
         let guard = GaugeGuard(gauge);
         let deadline = tokio::time::sleep(timeout);
+        let (group, kind, include) = (r.group.clone(), r.kind.clone(), include_object(query).to_string());
         let frames = events
-            .map(|item| {
+            .map(move |mut item| {
+                // As a Table, each object event carries a one-row table.
+                if table
+                    && matches!(item.kind, "ADDED" | "MODIFIED" | "DELETED")
+                    && let Ok(obj) = serde_json::from_slice::<Value>(&item.object)
+                {
+                    let rv = krate_api::object::meta_str(&obj, "resourceVersion").map(String::from);
+                    let t = krate_api::table::table(&group, &kind, &[obj], rv.as_deref(), &include);
+                    item.object = Bytes::from(t.to_string());
+                }
                 let mut line = Vec::with_capacity(item.object.len() + 32);
                 line.extend_from_slice(b"{\"type\":\"");
                 line.extend_from_slice(item.kind.as_bytes());
@@ -437,6 +472,15 @@ impl Drop for GaugeGuard {
 fn rand_secs(max: u64) -> u64 {
     use std::hash::{BuildHasher, RandomState};
     RandomState::new().hash_one(Instant::now()) % max.max(1)
+}
+
+/// includeObject for Tables: None, Metadata (the default) or Object.
+fn include_object(query: &HashMap<String, String>) -> &str {
+    match query.get("includeObject").map(String::as_str) {
+        Some("None") => "None",
+        Some("Object") => "Object",
+        _ => "Metadata",
+    }
 }
 
 fn list_options(query: &HashMap<String, String>) -> Result<ListOptions, ApiError> {

@@ -124,3 +124,34 @@ async fn delete_collection_by_selector() {
         api.list(&ListParams::default()).await.unwrap().items.into_iter().filter_map(|c| c.metadata.name).collect();
     assert_eq!(left, vec!["keep"]);
 }
+
+#[tokio::test]
+async fn tables_for_server_side_printing() {
+    let srv = TestServer::start().await;
+    let client = srv.client().await;
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    api.create(&PostParams::default(), &cm("t1")).await.unwrap();
+    let accept = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json";
+    let req = |path: &str| http::Request::get(path).header("accept", accept).body(vec![]).unwrap();
+    let t: serde_json::Value = client.request(req("/api/v1/namespaces/default/configmaps")).await.unwrap();
+    assert_eq!((t["kind"].as_str(), t["apiVersion"].as_str()), (Some("Table"), Some("meta.k8s.io/v1")));
+    let cols: Vec<&str> =
+        t["columnDefinitions"].as_array().unwrap().iter().map(|c| c["name"].as_str().unwrap()).collect();
+    assert_eq!(cols, vec!["Name", "Data", "Age"]);
+    let row = &t["rows"][0];
+    assert_eq!((row["cells"][0].as_str(), row["cells"][1].as_i64()), (Some("t1"), Some(1)));
+    assert_eq!(row["object"]["kind"], "PartialObjectMetadata", "metadata by default");
+    assert!(t["metadata"]["resourceVersion"].as_str().is_some());
+    let t: serde_json::Value =
+        client.request(req("/api/v1/namespaces/default/configmaps/t1?includeObject=Object")).await.unwrap();
+    assert_eq!(t["rows"][0]["object"]["data"]["k"], "v");
+    let t: serde_json::Value =
+        client.request(req("/api/v1/namespaces/default/configmaps?includeObject=None")).await.unwrap();
+    assert!(t["rows"][0].get("object").is_none());
+    // Kinds without their own columns get upstream's default table.
+    let t: serde_json::Value =
+        client.request(req("/apis/coordination.k8s.io/v1/namespaces/default/leases")).await.unwrap();
+    let cols: Vec<&str> =
+        t["columnDefinitions"].as_array().unwrap().iter().map(|c| c["name"].as_str().unwrap()).collect();
+    assert_eq!(cols, vec!["Name", "Created At"]);
+}

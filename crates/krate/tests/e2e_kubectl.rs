@@ -66,7 +66,19 @@ fn kubectl_end_to_end() {
     let selected = srv.kubectl_ok(&["get", "cm", "-A", "-l", "tier=front", "-o", "name"]);
     assert_eq!(selected.trim(), "configmap/settings");
 
+    // Server-side printing: upstream's columns.
+    let svcs = squeeze(&srv.kubectl_ok(&["get", "services", "-A"]));
+    assert_eq!(svcs[0], "NAMESPACE NAME TYPE CLUSTER-IP EXTERNAL-IP PORT(S) AGE");
+    assert!(svcs[1].starts_with("default kubernetes ClusterIP 10.43.0.1 <none> 443/TCP "), "{svcs:?}");
+    let nss = squeeze(&srv.kubectl_ok(&["get", "namespace", "team"]));
+    assert!(nss[0] == "NAME STATUS AGE" && nss[1].starts_with("team Active "), "{nss:?}");
+    let cms = squeeze(&srv.kubectl_ok(&["get", "configmap", "-n", "team"]));
+    assert!(cms[0] == "NAME DATA AGE" && cms[1].starts_with("settings 1 "), "{cms:?}");
+
     assert!(srv.kubectl_ok(&["scale", "deployment", "web", "--replicas=3"]).contains("scaled"));
+    let wide = squeeze(&srv.kubectl_ok(&["get", "deployment", "web", "-o", "wide"]));
+    assert_eq!(wide[0], "NAME READY UP-TO-DATE AVAILABLE AGE CONTAINERS IMAGES SELECTOR");
+    assert!(wide[1].starts_with("web 0/3 0 0 ") && wide[1].ends_with(" c busybox app=web"), "{wide:?}");
     assert_eq!(
         srv.kubectl_ok(&["get", "deploy", "web", "-o", "jsonpath={.spec.replicas} {.metadata.generation}"]),
         "3 2"
