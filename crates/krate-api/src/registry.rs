@@ -255,6 +255,17 @@ impl Registry {
         if map.get("metadata").is_some_and(|m| !m.is_object() && !m.is_null()) {
             return Err(ApiError::bad_request("metadata must be an object"));
         }
+        // The typed decode upstream does: wrong types are a 400 here. A missing required
+        // field is not — upstream decodes it as empty and validation reports it (422).
+        if let Err(e) = crate::generated::shape::check(&resource.group, &resource.version, &resource.kind, obj)
+            && !e.starts_with("missing field")
+        {
+            return Err(ApiError::bad_request(format!(
+                "{kind} in version \"{version}\" cannot be handled as a {kind}: {e}",
+                kind = resource.kind,
+                version = resource.version
+            )));
+        }
         Ok(())
     }
 

@@ -155,3 +155,62 @@ async fn tables_for_server_side_printing() {
         t["columnDefinitions"].as_array().unwrap().iter().map(|c| c["name"].as_str().unwrap()).collect();
     assert_eq!(cols, vec!["Name", "Created At"]);
 }
+
+/// No client input makes the server fail: malformed bodies against every creatable
+/// resource get 4xx answers, and the server stays ready.
+#[tokio::test]
+async fn malformed_bodies_never_cause_server_errors() {
+    let srv = TestServer::start().await;
+    let client = srv.client().await;
+    let mut paths = Vec::new();
+    let core = client.list_core_api_resources("v1").await.unwrap();
+    for r in core.resources.iter().filter(|r| !r.name.contains('/') && r.verbs.iter().any(|v| v == "create")) {
+        paths.push(if r.namespaced {
+            format!("/api/v1/namespaces/default/{}", r.name)
+        } else {
+            format!("/api/v1/{}", r.name)
+        });
+    }
+    for g in client.list_api_groups().await.unwrap().groups {
+        let gv = g.preferred_version.unwrap().group_version;
+        for r in client.list_api_group_resources(&gv).await.unwrap().resources {
+            if !r.name.contains('/') && r.verbs.iter().any(|v| v == "create") {
+                let ns = if r.namespaced { "namespaces/default/" } else { "" };
+                paths.push(format!("/apis/{gv}/{ns}{}", r.name));
+            }
+        }
+    }
+    assert!(paths.len() > 60, "every creatable resource: {}", paths.len());
+    let bodies = [
+        json!({"metadata": {"name": "x"}, "spec": "text"}),
+        json!({"metadata": {"name": "x"}, "spec": {"template": 5, "selector": "s", "containers": "c", "ports": [1, "a", null]}}),
+        json!({"metadata": {"name": "x", "labels": [1]}}),
+        json!({"metadata": {"name": "x"}, "spec": {"containers": [{"name": 5, "image": []}], "replicas": "many"}}),
+        json!({"metadata": {"name": "x"}, "data": {"k": 5}, "type": 7, "rules": "r", "subjects": 5, "roleRef": []}),
+        json!({"metadata": {"name": "x"}, "spec": null, "status": "s", "involvedObject": 5, "target": "t"}),
+    ];
+    for path in &paths {
+        for body in &bodies {
+            let req = http::Request::post(path.as_str())
+                .header("content-type", "application/json")
+                .body(serde_json::to_vec(body).unwrap())
+                .unwrap();
+            match client.request::<serde_json::Value>(req).await {
+                Ok(_) => {
+                    let del = http::Request::delete(format!("{path}/x")).body(vec![]).unwrap();
+                    let _ = client.request::<serde_json::Value>(del).await;
+                }
+                Err(kube::Error::Api(e)) => assert!(e.code < 500, "{path} {body}: {} {}", e.code, e.message),
+                Err(e) => panic!("{path} {body}: the server failed: {e}"),
+            }
+        }
+        let patch = http::Request::patch(format!("{path}/default"))
+            .header("content-type", "application/merge-patch+json")
+            .body(b"{\"spec\": 5}".to_vec())
+            .unwrap();
+        if let Err(kube::Error::Api(e)) = client.request::<serde_json::Value>(patch).await {
+            assert!(e.code < 500, "PATCH {path}: {} {}", e.code, e.message);
+        }
+    }
+    assert_eq!(client.request_text(http::Request::get("/readyz").body(vec![]).unwrap()).await.unwrap(), "ok");
+}

@@ -1,1 +1,2 @@
 pub mod resources;
+pub mod shape;
