@@ -301,6 +301,12 @@ impl Cacher {
         self.state.read().revision
     }
 
+    /// One object by key, with the revision the cache is current to; None until filled.
+    pub fn object(&self, key: &str) -> Option<(Revision, Option<Arc<CachedObject>>)> {
+        let s = self.state.read();
+        s.ready.then(|| (s.revision, s.objects.get(key).cloned()))
+    }
+
     /// The objects under `prefix` (a namespace's, or all) at the cache's revision.
     pub fn snapshot(&self, prefix: &str) -> Snapshot {
         self.state.read().snapshot(prefix)

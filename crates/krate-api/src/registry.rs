@@ -34,6 +34,8 @@ const MAX_CONFLICT_RETRIES: usize = 16;
 const GENERATE_NAME_ATTEMPTS: usize = 8;
 /// How long a request waits for a watch cache to fill or catch up.
 const CACHE_WAIT: Duration = Duration::from_secs(3);
+/// How long a consistent read waits for the watch cache to catch up before reading the store.
+const CACHE_CATCH_UP: Duration = Duration::from_millis(50);
 /// Pages read from the store per filtered list round.
 const LIST_SCAN_PAGE: usize = 500;
 /// How often an idle watch gets a bookmark (when it asked for them).
@@ -218,9 +220,30 @@ impl Registry {
 
     pub async fn get(&self, scope: &Scope, name: &str) -> ApiResult<Value> {
         let t = scope.target(name);
+        if let Some(found) = self.get_cached(&scope.resource, &scope.key(name)).await {
+            return found.ok_or_else(|| ApiError::not_found(&t));
+        }
         let (kv, _) = self.store.get(&scope.key(name), 0).await.map_err(|e| Self::store_err(e, &t))?;
         let kv = kv.ok_or_else(|| ApiError::not_found(&t))?;
         decode(&scope.resource, &kv.value, kv.mod_revision)
+    }
+
+    /// A consistent read from the watch cache, when the store can say (without I/O) which
+    /// revision the cache must have reached and the cache is there: as upstream's
+    /// consistent reads from cache, no older than any acknowledged write. None: read the
+    /// store instead (cache not filled yet, lagging, or a backend without a hint).
+    async fn get_cached(&self, r: &ResourceInfo, key: &str) -> Option<Option<Value>> {
+        let latest = self.store.revision_hint()?;
+        let cache = self.cache(r);
+        let (mut at, mut found) = cache.object(key)?;
+        if at < latest {
+            if !cache.wait_for(latest, CACHE_CATCH_UP).await {
+                return None;
+            }
+            (at, found) = cache.object(key)?;
+        }
+        debug_assert!(at >= latest);
+        Some(found.and_then(|o| serde_json::from_slice::<Value>(&present_json(r, &o.json)).ok()))
     }
 
     /// Checks apiVersion and kind against the endpoint, filling them in when absent.

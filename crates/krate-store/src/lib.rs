@@ -42,6 +42,14 @@ pub trait Store: Send + Sync + 'static {
     /// The latest revision.
     async fn current_revision(&self) -> Result<Revision>;
 
+    /// The latest acknowledged revision, when the backend knows it without I/O: every
+    /// write acknowledged to anyone has a revision at or below it. Lets the API server
+    /// check that its watch cache is current before answering from it. None: ask
+    /// [`Store::current_revision`].
+    fn revision_hint(&self) -> Option<Revision> {
+        None
+    }
+
     /// Revision, compaction point and size.
     async fn status(&self) -> Result<StoreStatus>;
 
@@ -65,7 +73,9 @@ pub trait Store: Send + Sync + 'static {
 
     /// Watches every key with `prefix` for changes with a revision greater than `after`.
     ///
-    /// Events arrive in revision order with no gaps and no duplicates. If `after` is older
+    /// Events arrive in revision order with no gaps and no duplicates. With a progress
+    /// interval set, a backend may also report progress sooner (SQLite does so whenever
+    /// the watch has passed other keys' writes). If `after` is older
     /// than what compaction kept, the watch fails with [`StoreError::Compacted`], either
     /// from this call or as the stream's first item. Any error ends the stream.
     async fn watch(&self, prefix: &str, after: Revision, opts: WatchOptions) -> Result<WatchStream>;

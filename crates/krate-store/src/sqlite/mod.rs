@@ -165,6 +165,11 @@ impl Store for SqliteStore {
         "sqlite"
     }
 
+    fn revision_hint(&self) -> Option<Revision> {
+        // The writer publishes a batch before acknowledging it.
+        Some(self.hub.latest_revision())
+    }
+
     async fn current_revision(&self) -> Result<Revision> {
         self.readers.read(|c| Ok(queries::meta(c, "revision")?)).await
     }

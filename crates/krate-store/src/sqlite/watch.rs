@@ -19,6 +19,9 @@ use super::Readers;
 use super::queries;
 use crate::{Event, Revision, StoreError, WatchEvent, WatchOptions, WatchStream, metrics};
 
+/// Shortest gap between progress reports sent because the watch passed other keys' writes.
+const PROGRESS_EAGER_EVERY: std::time::Duration = std::time::Duration::from_millis(5);
+
 /// Events read from disk per catch-up query.
 const CATCH_UP_WINDOW: Revision = 1000;
 
@@ -74,6 +77,11 @@ impl Hub {
         self.latest.send_replace(last);
     }
 
+    /// The last published (hence committed) revision.
+    pub(crate) fn latest_revision(&self) -> Revision {
+        *self.latest.borrow()
+    }
+
     pub(crate) fn close(&self) {
         self.closed.store(true, Ordering::SeqCst);
         let last = *self.latest.borrow();
@@ -107,6 +115,8 @@ struct Watcher {
     latest: notify::Receiver<Revision>,
     opts: WatchOptions,
     last_sent: Instant,
+    /// The cursor passed other keys' writes that no progress report has covered yet.
+    unreported: bool,
     done: bool,
     _gauge: metrics::WatcherGauge,
 }
@@ -119,13 +129,26 @@ impl Watcher {
         loop {
             if let Some(e) = self.pending.pop_front() {
                 self.last_sent = Instant::now();
+                self.unreported = false;
                 return Some(Ok(WatchEvent::Event(e)));
             }
             let latest = *self.latest.borrow_and_update();
             if self.cursor < latest {
+                let before = self.cursor;
                 if let Err(e) = self.fill().await {
                     self.done = true;
                     return Some(Err(e));
+                }
+                // Passed only other keys' writes: say so at once, so a watch cache above
+                // knows it is current (bounded: at most once per PROGRESS_EAGER_EVERY).
+                if self.pending.is_empty() && self.cursor > before && self.opts.progress_interval.is_some() {
+                    if self.last_sent.elapsed() >= PROGRESS_EAGER_EVERY {
+                        self.last_sent = Instant::now();
+                        self.unreported = false;
+                        return Some(Ok(WatchEvent::Progress(self.cursor)));
+                    }
+                    // Too soon: report when the window ends (below).
+                    self.unreported = true;
                 }
                 continue;
             }
@@ -141,7 +164,8 @@ impl Watcher {
                     }
                 }
                 Some(interval) => {
-                    let deadline = self.last_sent + interval;
+                    let wait = if self.unreported { PROGRESS_EAGER_EVERY } else { interval };
+                    let deadline = self.last_sent + wait;
                     match tokio::time::timeout_at(deadline.into(), self.latest.changed()).await {
                         Ok(Ok(())) => {}
                         Ok(Err(_)) => {
@@ -150,6 +174,7 @@ impl Watcher {
                         }
                         Err(_) => {
                             self.last_sent = Instant::now();
+                            self.unreported = false;
                             return Some(Ok(WatchEvent::Progress(self.cursor)));
                         }
                     }
@@ -192,6 +217,7 @@ pub(crate) fn watch(
         latest,
         opts,
         last_sent: Instant::now(),
+        unreported: false,
         done: false,
         _gauge: metrics::WatcherGauge::new("sqlite"),
     };
