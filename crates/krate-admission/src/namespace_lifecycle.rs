@@ -43,7 +43,7 @@ impl Admission for NamespaceLifecycle {
         let Some(registry) = self.registry.upgrade() else { return Ok(()) };
         let Some(namespaces) = registry.table.lookup("", "v1", "namespaces") else { return Ok(()) };
         let scope = Scope { resource: namespaces, namespace: None };
-        let namespace = registry.get(&scope, ns).await?;
+        let namespace = registry.get_cached_or_live(&scope, ns).await?;
         if object::is_deleting(&namespace) {
             return Err(ApiError::forbidden_on(
                 &Target::new(&r.group, &r.plural, &r.kind, attrs.name),

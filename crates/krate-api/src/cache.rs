@@ -97,7 +97,11 @@ impl State {
 pub struct Cacher {
     prefix: String,
     state: RwLock<State>,
+    /// Bumped on events and resets: wakes API watchers.
     changed: notify::Sender<u64>,
+    /// Bumped whenever the revision moves (events and progress): wakes readers waiting
+    /// for the cache to catch up. Progress alone must not wake every watcher.
+    progressed: notify::Sender<u64>,
     task: parking_lot::Mutex<Option<JoinHandle<()>>>,
 }
 
@@ -146,6 +150,7 @@ impl Cacher {
             prefix: prefix.clone(),
             state: RwLock::new(State::default()),
             changed: notify::Sender::new(0),
+            progressed: notify::Sender::new(0),
             task: parking_lot::Mutex::new(None),
         });
         let weak = Arc::downgrade(&cacher);
@@ -189,6 +194,7 @@ impl Cacher {
             *s = State { ready: true, revision, objects, ring: VecDeque::new(), floor: revision, epoch };
         }
         self.changed.send_modify(|v| *v += 1);
+        self.progressed.send_modify(|v| *v += 1);
         tracing::debug!(prefix = %self.prefix, revision, "watch cache ready");
 
         let opts = WatchOptions { progress_interval: Some(PROGRESS_INTERVAL) };
@@ -223,7 +229,7 @@ impl Cacher {
                         s.revision = rev;
                     }
                     drop(s);
-                    self.changed.send_modify(|v| *v += 1);
+                    self.progressed.send_modify(|v| *v += 1);
                 }
             }
         }
@@ -264,11 +270,12 @@ impl Cacher {
         }
         drop(s);
         self.changed.send_modify(|v| *v += 1);
+        self.progressed.send_modify(|v| *v += 1);
     }
 
     /// Waits (bounded) until the cache has been filled.
     pub async fn wait_ready(&self, timeout: Duration) -> bool {
-        let mut rx = self.changed.subscribe();
+        let mut rx = self.progressed.subscribe();
         let deadline = tokio::time::Instant::now() + timeout;
         loop {
             if self.state.read().ready {
@@ -282,7 +289,7 @@ impl Cacher {
 
     /// Waits (bounded) until the cache has seen `revision`.
     pub async fn wait_for(&self, revision: Revision, timeout: Duration) -> bool {
-        let mut rx = self.changed.subscribe();
+        let mut rx = self.progressed.subscribe();
         let deadline = tokio::time::Instant::now() + timeout;
         loop {
             {

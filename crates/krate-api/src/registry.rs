@@ -228,6 +228,18 @@ impl Registry {
         decode(&scope.resource, &kv.value, kv.mod_revision)
     }
 
+    /// A read that may be slightly stale, as upstream's informer-backed listers are (admission
+    /// plugins use it): the cached object if the cache has it, else a consistent read.
+    pub async fn get_cached_or_live(&self, scope: &Scope, name: &str) -> ApiResult<Value> {
+        let cache = self.cache(&scope.resource);
+        if let Some((_, Some(o))) = cache.object(&scope.key(name))
+            && let Ok(v) = serde_json::from_slice::<Value>(&present_json(&scope.resource, &o.json))
+        {
+            return Ok(v);
+        }
+        self.get(scope, name).await
+    }
+
     /// A consistent read from the watch cache, when the store can say (without I/O) which
     /// revision the cache must have reached and the cache is there: as upstream's
     /// consistent reads from cache, no older than any acknowledged write. None: read the
