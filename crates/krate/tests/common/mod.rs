@@ -19,12 +19,18 @@ pub fn free_port() -> u16 {
 impl Server {
     /// Starts `krate server` and waits (bounded) for the admin kubeconfig to appear.
     pub fn start(data_dir: &Path, port: u16) -> Server {
+        Self::start_with(data_dir, port, &[])
+    }
+
+    /// Like [`Server::start`], with extra `krate server` arguments.
+    pub fn start_with(data_dir: &Path, port: u16, extra: &[&str]) -> Server {
         let log = std::fs::File::create(data_dir.with_extension("log")).unwrap();
         let child = Command::new(env!("CARGO_BIN_EXE_krate"))
             .args(["server", "--disable-agent", "--bind-address", "127.0.0.1"])
             .arg("--data-dir")
             .arg(data_dir)
             .args(["--secure-port", &port.to_string()])
+            .args(extra)
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()
