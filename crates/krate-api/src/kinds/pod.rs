@@ -335,6 +335,27 @@ pub fn admit_new_pod(pod: &mut Value) {
     }
 }
 
+/// Adds a container's positive cpu and memory quantities from `list` into `sums`; returns
+/// which of the two it had.
+fn add_compute_resources<'a>(list: Option<&'a Value>, sums: &mut HashMap<&'a str, Quantity>) -> HashSet<&'a str> {
+    let mut found = HashSet::new();
+    for (name, v) in list.and_then(Value::as_object).into_iter().flatten() {
+        let name = name.as_str();
+        if !matches!(name, "cpu" | "memory") {
+            continue;
+        }
+        if let Ok(q) = Quantity::from_json(v)
+            && !q.is_zero()
+            && !q.is_negative()
+        {
+            found.insert(name);
+            let sum = sums.get(name).map_or(q, |s| s.add(&q));
+            sums.insert(name, sum);
+        }
+    }
+    found
+}
+
 /// Upstream's `ComputePodQOS` over the (defaulted) containers and init containers.
 pub fn qos_class(pod: &Value) -> &'static str {
     let spec = pod.get("spec").unwrap_or(&NULL);
@@ -342,35 +363,8 @@ pub fn qos_class(pod: &Value) -> &'static str {
     let mut limits: HashMap<&str, Quantity> = HashMap::new();
     let mut guaranteed = true;
     for c in array_of(spec, "containers").iter().chain(array_of(spec, "initContainers")) {
-        let list = |k: &str| c.pointer(&format!("/resources/{k}")).and_then(Value::as_object);
-        for (name, v) in list("requests").into_iter().flatten() {
-            let name = name.as_str();
-            if !matches!(name, "cpu" | "memory") {
-                continue;
-            }
-            if let Ok(q) = Quantity::from_json(v)
-                && !q.is_zero()
-                && !q.is_negative()
-            {
-                let sum = requests.get(name).map_or(q, |s| s.add(&q));
-                requests.insert(name, sum);
-            }
-        }
-        let mut found = HashSet::new();
-        for (name, v) in list("limits").into_iter().flatten() {
-            let name = name.as_str();
-            if !matches!(name, "cpu" | "memory") {
-                continue;
-            }
-            if let Ok(q) = Quantity::from_json(v)
-                && !q.is_zero()
-                && !q.is_negative()
-            {
-                found.insert(name);
-                let sum = limits.get(name).map_or(q, |s| s.add(&q));
-                limits.insert(name, sum);
-            }
-        }
+        add_compute_resources(c.pointer("/resources/requests"), &mut requests);
+        let found = add_compute_resources(c.pointer("/resources/limits"), &mut limits);
         if !(found.contains("cpu") && found.contains("memory")) {
             guaranteed = false;
         }
