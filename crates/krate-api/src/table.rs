@@ -1,5 +1,5 @@
 //! Server-side printing: the meta.k8s.io/v1 Table kubectl asks for, with upstream's
-//! columns for the kinds people look at most and the default Name / Created At table for
+//! columns for the kinds people look at most (pods, services, workloads, jobs, events…) and the default Name / Created At table for
 //! the rest. Ages are rendered here, as upstream renders them.
 
 use serde_json::{Value, json};
@@ -242,6 +242,210 @@ fn node_row(o: &Value, age: &str) -> Vec<Value> {
     ]
 }
 
+fn n(o: &Value, p: &str) -> i64 {
+    o.pointer(p).and_then(Value::as_i64).unwrap_or(0)
+}
+
+fn age_of(ts: Option<&Value>) -> Option<String> {
+    let t = ts?.as_str()?.parse::<jiff::Timestamp>().ok()?;
+    Some(human_duration((jiff::Timestamp::now() - t).get_seconds()))
+}
+
+fn event_row(o: &Value, age: &str) -> Vec<Value> {
+    let last = age_of(o.get("lastTimestamp"))
+        .or_else(|| age_of(o.pointer("/series/lastObservedTime")))
+        .or_else(|| age_of(o.get("eventTime")))
+        .unwrap_or_else(|| age.to_string());
+    let kind = s(o.pointer("/involvedObject/kind")).to_lowercase();
+    vec![
+        json!(last),
+        json!(s(o.get("type"))),
+        json!(s(o.get("reason"))),
+        json!(format!("{kind}/{}", s(o.pointer("/involvedObject/name")))),
+        json!(s(o.get("message"))),
+    ]
+}
+
+fn replica_set_row(o: &Value, age: &str) -> Vec<Value> {
+    let (names, images) = containers_and_images(o.pointer("/spec/template/spec"));
+    vec![
+        json!(object::name(o)),
+        json!(n(o, "/spec/replicas")),
+        json!(n(o, "/status/replicas")),
+        json!(n(o, "/status/readyReplicas")),
+        json!(age),
+        json!(names),
+        json!(images),
+    ]
+}
+
+fn stateful_set_row(o: &Value, age: &str) -> Vec<Value> {
+    let (names, images) = containers_and_images(o.pointer("/spec/template/spec"));
+    vec![
+        json!(object::name(o)),
+        json!(format!("{}/{}", n(o, "/status/readyReplicas"), n(o, "/spec/replicas"))),
+        json!(age),
+        json!(names),
+        json!(images),
+    ]
+}
+
+fn daemon_set_row(o: &Value, age: &str) -> Vec<Value> {
+    let selector = o
+        .pointer("/spec/template/spec/nodeSelector")
+        .and_then(Value::as_object)
+        .map(|m| m.iter().map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or(""))).collect::<Vec<_>>().join(","));
+    vec![
+        json!(object::name(o)),
+        json!(n(o, "/status/desiredNumberScheduled")),
+        json!(n(o, "/status/currentNumberScheduled")),
+        json!(n(o, "/status/numberReady")),
+        json!(n(o, "/status/updatedNumberScheduled")),
+        json!(n(o, "/status/numberAvailable")),
+        json!(selector.filter(|s| !s.is_empty()).unwrap_or_else(|| "<none>".into())),
+        json!(age),
+    ]
+}
+
+/// Upstream's Job STATUS: the terminal or suspended condition, else Running.
+fn job_status(o: &Value) -> &'static str {
+    let conditions: Vec<&Value> =
+        o.pointer("/status/conditions").and_then(Value::as_array).into_iter().flatten().collect();
+    let is = |t: &str| {
+        conditions.iter().any(|c| {
+            c.get("type").and_then(Value::as_str) == Some(t) && c.get("status").and_then(Value::as_str) == Some("True")
+        })
+    };
+    match () {
+        _ if is("Complete") => "Complete",
+        _ if is("Failed") => "Failed",
+        _ if is("FailureTarget") => "FailureTarget",
+        _ if is("SuccessCriteriaMet") => "SuccessCriteriaMet",
+        _ if is("Suspended") => "Suspended",
+        _ => "Running",
+    }
+}
+
+fn job_row(o: &Value, age: &str) -> Vec<Value> {
+    let succeeded = n(o, "/status/succeeded");
+    let completions = match (o.pointer("/spec/completions").and_then(Value::as_i64), n(o, "/spec/parallelism")) {
+        (Some(c), _) => format!("{succeeded}/{c}"),
+        (None, p) if p > 1 => format!("{succeeded}/1 of {p}"),
+        _ => format!("{succeeded}/1"),
+    };
+    let start = o.pointer("/status/startTime").and_then(Value::as_str).and_then(|t| t.parse::<jiff::Timestamp>().ok());
+    let end = o
+        .pointer("/status/completionTime")
+        .and_then(Value::as_str)
+        .and_then(|t| t.parse::<jiff::Timestamp>().ok())
+        .unwrap_or_else(jiff::Timestamp::now);
+    let duration = start.map(|st| human_duration((end - st).get_seconds())).unwrap_or_default();
+    vec![json!(object::name(o)), json!(job_status(o)), json!(completions), json!(duration), json!(age)]
+}
+
+fn cron_job_row(o: &Value, age: &str) -> Vec<Value> {
+    let active = o.pointer("/status/active").and_then(Value::as_array).map_or(0, Vec::len);
+    let tz = s(o.pointer("/spec/timeZone"));
+    vec![
+        json!(object::name(o)),
+        json!(s(o.pointer("/spec/schedule"))),
+        json!(if tz.is_empty() { "<none>".to_string() } else { tz }),
+        json!(s(o.pointer("/spec/suspend"))),
+        json!(active),
+        json!(age_of(o.pointer("/status/lastScheduleTime")).unwrap_or_else(|| "<none>".into())),
+        json!(age),
+    ]
+}
+
+fn service_account_row(o: &Value, age: &str) -> Vec<Value> {
+    let secrets = o.get("secrets").and_then(Value::as_array).map_or(0, Vec::len);
+    vec![json!(object::name(o)), json!(secrets), json!(age)]
+}
+
+fn endpoints_row(o: &Value, age: &str) -> Vec<Value> {
+    let mut eps = Vec::new();
+    for subset in o.get("subsets").and_then(Value::as_array).into_iter().flatten() {
+        let ports: Vec<String> =
+            subset.get("ports").and_then(Value::as_array).into_iter().flatten().map(|p| s(p.get("port"))).collect();
+        for a in subset.get("addresses").and_then(Value::as_array).into_iter().flatten() {
+            let ip = s(a.get("ip"));
+            if ports.is_empty() {
+                eps.push(ip.clone());
+            }
+            eps.extend(ports.iter().map(|p| format!("{ip}:{p}")));
+        }
+    }
+    let shown = match eps.len() {
+        0 => "<none>".to_string(),
+        n if n > 3 => format!("{} + {} more...", eps[..3].join(","), n - 3),
+        _ => eps.join(","),
+    };
+    vec![json!(object::name(o)), json!(shown), json!(age)]
+}
+
+fn lease_row(o: &Value, age: &str) -> Vec<Value> {
+    vec![json!(object::name(o)), json!(s(o.pointer("/spec/holderIdentity"))), json!(age)]
+}
+
+fn pvc_row(o: &Value, age: &str) -> Vec<Value> {
+    let modes: Vec<String> = o
+        .pointer("/status/accessModes")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .map(|m| match m {
+            "ReadWriteOnce" => "RWO".to_string(),
+            "ReadOnlyMany" => "ROX".to_string(),
+            "ReadWriteMany" => "RWX".to_string(),
+            "ReadWriteOncePod" => "RWOP".to_string(),
+            other => other.to_string(),
+        })
+        .collect();
+    let or_unset = |v: String| if v.is_empty() { "<unset>".to_string() } else { v };
+    vec![
+        json!(object::name(o)),
+        json!(s(o.pointer("/status/phase"))),
+        json!(s(o.pointer("/spec/volumeName"))),
+        json!(s(o.pointer("/status/capacity/storage"))),
+        json!(modes.join(",")),
+        json!(or_unset(s(o.pointer("/spec/storageClassName")))),
+        json!(or_unset(s(o.pointer("/spec/volumeAttributesClassName")))),
+        json!(age),
+    ]
+}
+
+const EVENT_COLUMNS: &[Column] = &[col("Last Seen"), col("Type"), col("Reason"), col("Object"), col("Message")];
+const REPLICA_SET_COLUMNS: &[Column] =
+    &[NAME, col("Desired"), col("Current"), col("Ready"), col("Age"), wide("Containers"), wide("Images")];
+const STATEFUL_SET_COLUMNS: &[Column] = &[NAME, col("Ready"), col("Age"), wide("Containers"), wide("Images")];
+const DAEMON_SET_COLUMNS: &[Column] = &[
+    NAME,
+    col("Desired"),
+    col("Current"),
+    col("Ready"),
+    col("Up-to-date"),
+    col("Available"),
+    col("Node Selector"),
+    col("Age"),
+];
+const JOB_COLUMNS: &[Column] = &[NAME, col("Status"), col("Completions"), col("Duration"), col("Age")];
+const CRON_JOB_COLUMNS: &[Column] =
+    &[NAME, col("Schedule"), col("Timezone"), col("Suspend"), col("Active"), col("Last Schedule"), col("Age")];
+const SERVICE_ACCOUNT_COLUMNS: &[Column] = &[NAME, col("Secrets"), col("Age")];
+const ENDPOINTS_COLUMNS: &[Column] = &[NAME, col("Endpoints"), col("Age")];
+const LEASE_COLUMNS: &[Column] = &[NAME, col("Holder"), col("Age")];
+const PVC_COLUMNS: &[Column] = &[
+    NAME,
+    col("Status"),
+    col("Volume"),
+    col("Capacity"),
+    col("Access Modes"),
+    col("StorageClass"),
+    col("VolumeAttributesClass"),
+    col("Age"),
+];
+
 const DEFAULT_COLUMNS: &[Column] = &[NAME, Column { name: "Created At", kind: "date", format: "", wide: false }];
 const NAMESPACE_COLUMNS: &[Column] = &[NAME, col("Status"), col("Age")];
 const CONFIGMAP_COLUMNS: &[Column] = &[NAME, col("Data"), col("Age")];
@@ -281,6 +485,16 @@ pub fn for_kind(group: &str, kind: &str) -> TableDef {
         ("apps", "Deployment") => (DEPLOYMENT_COLUMNS, deployment_row),
         ("", "Pod") => (POD_COLUMNS, pod_row),
         ("", "Node") => (NODE_COLUMNS, node_row),
+        ("", "Event") => (EVENT_COLUMNS, event_row),
+        ("apps", "ReplicaSet") => (REPLICA_SET_COLUMNS, replica_set_row),
+        ("apps", "StatefulSet") => (STATEFUL_SET_COLUMNS, stateful_set_row),
+        ("apps", "DaemonSet") => (DAEMON_SET_COLUMNS, daemon_set_row),
+        ("batch", "Job") => (JOB_COLUMNS, job_row),
+        ("batch", "CronJob") => (CRON_JOB_COLUMNS, cron_job_row),
+        ("", "ServiceAccount") => (SERVICE_ACCOUNT_COLUMNS, service_account_row),
+        ("", "Endpoints") => (ENDPOINTS_COLUMNS, endpoints_row),
+        ("coordination.k8s.io", "Lease") => (LEASE_COLUMNS, lease_row),
+        ("", "PersistentVolumeClaim") => (PVC_COLUMNS, pvc_row),
         _ => (DEFAULT_COLUMNS, default_row),
     };
     TableDef { columns, row }
@@ -349,6 +563,23 @@ mod tests {
         assert_eq!(pod_status(&p), "Completed");
         p["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
         assert_eq!(pod_status(&p), "Terminating");
+    }
+
+    #[test]
+    fn workload_and_event_rows() {
+        let job = json!({"metadata": {"name": "j"}, "spec": {"completions": 3, "parallelism": 1},
+            "status": {"succeeded": 2, "startTime": "2026-01-01T00:00:00Z", "completionTime": "2026-01-01T00:01:05Z",
+                "conditions": [{"type": "Complete", "status": "True"}]}});
+        let row = job_row(&job, "1m");
+        assert_eq!((row[1].as_str(), row[2].as_str(), row[3].as_str()), (Some("Complete"), Some("2/3"), Some("65s")));
+        let ev = json!({"metadata": {"name": "e"}, "type": "Warning", "reason": "BackOff", "message": "m",
+            "involvedObject": {"kind": "Pod", "name": "p"}});
+        assert_eq!(event_row(&ev, "3s")[3], "pod/p");
+        let ep = json!({"metadata": {"name": "e"}, "subsets": [{"addresses": [{"ip": "10.0.0.1"}, {"ip": "10.0.0.2"}], "ports": [{"port": 80}]}]});
+        assert_eq!(endpoints_row(&ep, "1s")[1], "10.0.0.1:80,10.0.0.2:80");
+        let rs =
+            json!({"metadata": {"name": "r"}, "spec": {"replicas": 3}, "status": {"replicas": 2, "readyReplicas": 1}});
+        assert_eq!(&replica_set_row(&rs, "1s")[1..4], &[json!(3), json!(2), json!(1)]);
     }
 
     #[test]
