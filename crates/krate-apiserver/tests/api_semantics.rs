@@ -150,7 +150,7 @@ async fn tables_for_server_side_printing() {
     assert!(t["rows"][0].get("object").is_none());
     // Kinds without their own columns get upstream's default table.
     let t: serde_json::Value =
-        client.request(req("/apis/coordination.k8s.io/v1/namespaces/default/leases")).await.unwrap();
+        client.request(req("/apis/rbac.authorization.k8s.io/v1/namespaces/default/roles")).await.unwrap();
     let cols: Vec<&str> =
         t["columnDefinitions"].as_array().unwrap().iter().map(|c| c["name"].as_str().unwrap()).collect();
     assert_eq!(cols, vec!["Name", "Created At"]);
