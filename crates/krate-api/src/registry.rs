@@ -720,7 +720,7 @@ impl Registry {
             // Removing the last finalizer of a deleting object completes its deletion.
             let completes_deletion = object::is_deleting(&new)
                 && object::finalizers(&new).is_empty()
-                && r.strategy.on_delete(&mut new.clone()) == DeleteAction::Remove;
+                && r.strategy.on_delete(&mut new.clone(), None) == DeleteAction::Remove;
             let written = if completes_deletion {
                 self.store.delete(&key, Some(kv.mod_revision)).await.map(|(rev, _)| rev)
             } else {
@@ -819,7 +819,7 @@ impl Registry {
                 }
             }
             object::set_finalizers(&mut obj, &finalizers);
-            let action = r.strategy.on_delete(&mut obj);
+            let action = r.strategy.on_delete(&mut obj, opts.grace_period_seconds);
             if finalizers.is_empty() && action == DeleteAction::Remove {
                 if ctx.dry_run {
                     return Ok(Deleted::Now(current));
@@ -837,9 +837,15 @@ impl Registry {
             }
             // Kept: mark it as deleting.
             if !object::is_deleting(&obj) {
+                // The strategy may have set the grace period (pods); the object is due then.
+                let grace = object::meta(&obj)
+                    .and_then(|m| m.get("deletionGracePeriodSeconds"))
+                    .and_then(Value::as_i64)
+                    .unwrap_or(opts.grace_period_seconds.unwrap_or(0))
+                    .max(0);
                 let m = object::meta_mut(&mut obj);
-                m.insert("deletionTimestamp".into(), json!(object::now_rfc3339()));
-                m.insert("deletionGracePeriodSeconds".into(), json!(opts.grace_period_seconds.unwrap_or(0).max(0)));
+                m.insert("deletionTimestamp".into(), json!(object::rfc3339_after(grace)));
+                m.insert("deletionGracePeriodSeconds".into(), json!(grace));
                 if r.strategy.tracks_generation() {
                     let g = m.get("generation").and_then(Value::as_i64).unwrap_or(0);
                     m.insert("generation".into(), json!(g + 1));

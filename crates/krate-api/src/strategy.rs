@@ -67,7 +67,9 @@ pub trait Strategy: Send + Sync {
         false
     }
     /// Called on delete before finalizers are considered; may mark the object.
-    fn on_delete(&self, _obj: &mut Value) -> DeleteAction {
+    /// `grace_period` is the one the request asked for, if any. A kept object may carry
+    /// the grace period it gets in metadata.deletionGracePeriodSeconds.
+    fn on_delete(&self, _obj: &mut Value, _grace_period: Option<i64>) -> DeleteAction {
         DeleteAction::Remove
     }
 }
@@ -143,7 +145,7 @@ impl Strategy for Namespaces {
             _ => None,
         }
     }
-    fn on_delete(&self, obj: &mut Value) -> DeleteAction {
+    fn on_delete(&self, obj: &mut Value, _grace_period: Option<i64>) -> DeleteAction {
         let finalizing = obj.pointer("/spec/finalizers").and_then(Value::as_array).is_some_and(|f| !f.is_empty());
         if finalizing {
             obj["status"]["phase"] = json!("Terminating");
@@ -158,6 +160,25 @@ struct Pods;
 impl Strategy for Pods {
     fn tracks_generation(&self) -> bool {
         true
+    }
+    /// Upstream's graceful deletion: a pod on a node keeps running for its grace period
+    /// (the request's, else spec.terminationGracePeriodSeconds, else 30 s) until the node
+    /// agent finishes it or a zero-grace delete forces it; unscheduled and finished pods
+    /// go at once.
+    fn on_delete(&self, pod: &mut Value, grace_period: Option<i64>) -> DeleteAction {
+        let on_node = pod.pointer("/spec/nodeName").and_then(Value::as_str).is_some_and(|n| !n.is_empty());
+        let finished = matches!(pod.pointer("/status/phase").and_then(Value::as_str), Some("Succeeded" | "Failed"));
+        let grace = grace_period
+            .or_else(|| pod.pointer("/spec/terminationGracePeriodSeconds").and_then(Value::as_i64))
+            .unwrap_or(30);
+        if !on_node || finished || grace <= 0 {
+            return DeleteAction::Remove;
+        }
+        let current = pod.pointer("/metadata/deletionGracePeriodSeconds").and_then(Value::as_i64);
+        // A second delete may shorten the grace period, never lengthen it.
+        let grace = current.map_or(grace, |c| c.min(grace));
+        crate::object::meta_mut(pod).insert("deletionGracePeriodSeconds".into(), json!(grace));
+        DeleteAction::Keep
     }
     fn subresource_fields(&self, subresource: &str) -> Option<&'static [&'static str]> {
         match subresource {
@@ -651,7 +672,7 @@ mod tests {
         s.prepare_for_create(&mut ns);
         assert_eq!(ns["status"]["phase"], "Active");
         assert_eq!(ns["metadata"]["labels"]["kubernetes.io/metadata.name"], "team-a");
-        assert_eq!(s.on_delete(&mut ns), DeleteAction::Keep);
+        assert_eq!(s.on_delete(&mut ns, None), DeleteAction::Keep);
         assert_eq!(ns["status"]["phase"], "Terminating");
     }
 }

@@ -333,3 +333,47 @@ async fn pods_bind_once_add_ephemeral_containers_and_keep_their_spec() {
     nss.replace_subresource("finalize", "fin", &PostParams::default(), &ns).await.unwrap();
     assert!(nss.get_opt("fin").await.unwrap().is_none(), "an emptied namespace is gone");
 }
+
+#[tokio::test]
+async fn pods_on_a_node_are_deleted_gracefully() {
+    use k8s_openapi::api::core::v1::Pod;
+    let srv = TestServer::start().await;
+    let client = srv.client().await;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let pod = |name: &str, grace: Option<i64>| -> Pod {
+        let mut spec = json!({"containers": [{"name": "c", "image": "busybox"}]});
+        if let Some(g) = grace {
+            spec["terminationGracePeriodSeconds"] = json!(g);
+        }
+        serde_json::from_value(json!({"metadata": {"name": name}, "spec": spec})).unwrap()
+    };
+    let bind = |name: &str| {
+        let body =
+            json!({"apiVersion": "v1", "kind": "Binding", "metadata": {"name": name}, "target": {"name": "node-a"}});
+        http::Request::post(format!("/api/v1/namespaces/default/pods/{name}/binding"))
+            .header("content-type", "application/json")
+            .body(serde_json::to_vec(&body).unwrap())
+            .unwrap()
+    };
+
+    // Not scheduled: gone at once.
+    pods.create(&PostParams::default(), &pod("loose", None)).await.unwrap();
+    assert!(pods.delete("loose", &DeleteParams::default()).await.unwrap().is_right());
+    assert!(pods.get_opt("loose").await.unwrap().is_none());
+
+    // On a node: Terminating for its grace period, until forced (or finished by the node).
+    pods.create(&PostParams::default(), &pod("bound", Some(45))).await.unwrap();
+    client.request::<serde_json::Value>(bind("bound")).await.unwrap();
+    let pending = pods.delete("bound", &DeleteParams::default()).await.unwrap().left().expect("kept while terminating");
+    assert_eq!(pending.metadata.deletion_grace_period_seconds, Some(45));
+    let due = pending.metadata.deletion_timestamp.unwrap().0;
+    let now = k8s_openapi::jiff::Timestamp::now();
+    assert!((due - now).get_seconds() > 30, "due at the end of the grace period");
+    // A second delete may shorten the period.
+    let shorter =
+        pods.delete("bound", &DeleteParams { grace_period_seconds: Some(10), ..Default::default() }).await.unwrap();
+    assert_eq!(shorter.left().unwrap().metadata.deletion_grace_period_seconds, Some(10));
+    assert!(pods.get_opt("bound").await.unwrap().is_some());
+    pods.delete("bound", &DeleteParams { grace_period_seconds: Some(0), ..Default::default() }).await.unwrap();
+    assert!(pods.get_opt("bound").await.unwrap().is_none(), "a zero grace period forces it");
+}
