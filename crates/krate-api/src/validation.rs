@@ -31,25 +31,18 @@ fn is_lower_alnum(c: u8) -> bool {
     c.is_ascii_lowercase() || c.is_ascii_digit()
 }
 
+/// The RFC 1123 label format, length aside (lengths are reported on their own, as upstream).
 pub fn is_dns1123_label(s: &str) -> bool {
     let b = s.as_bytes();
     !b.is_empty()
-        && b.len() <= DNS1123_LABEL_MAX
         && is_lower_alnum(b[0])
         && is_lower_alnum(b[b.len() - 1])
         && b.iter().all(|c| is_lower_alnum(*c) || *c == b'-')
 }
 
+/// The RFC 1123 subdomain format, length aside.
 pub fn is_dns1123_subdomain(s: &str) -> bool {
-    s.len() <= DNS1123_SUBDOMAIN_MAX
-        && !s.is_empty()
-        && s.split('.').all(|part| {
-            let b = part.as_bytes();
-            !b.is_empty()
-                && is_lower_alnum(b[0])
-                && is_lower_alnum(b[b.len() - 1])
-                && b.iter().all(|c| is_lower_alnum(*c) || *c == b'-')
-        })
+    !s.is_empty() && s.split('.').all(is_dns1123_label)
 }
 
 fn is_dns1035_label(s: &str) -> bool {
@@ -60,27 +53,13 @@ fn is_dns1035_label(s: &str) -> bool {
 pub fn name_errors(rule: NameRule, name: &str) -> Vec<String> {
     let mut errs = Vec::new();
     match rule {
-        NameRule::Subdomain => {
-            if name.len() > DNS1123_SUBDOMAIN_MAX {
-                errs.push(format!("must be no more than {DNS1123_SUBDOMAIN_MAX} characters"));
-            }
-            if !is_dns1123_subdomain(name) && name.len() <= DNS1123_SUBDOMAIN_MAX {
-                errs.push(SUBDOMAIN_MSG.into());
-            }
-        }
-        NameRule::Label => {
-            if name.len() > DNS1123_LABEL_MAX {
-                errs.push(format!("must be no more than {DNS1123_LABEL_MAX} characters"));
-            }
-            if !is_dns1123_label(&name[..name.len().min(DNS1123_LABEL_MAX)]) || name.is_empty() {
-                errs.push(LABEL_MSG.into());
-            }
-        }
+        NameRule::Subdomain => errs = dns1123_subdomain_errors(name),
+        NameRule::Label => errs = dns1123_label_errors(name),
         NameRule::Dns1035Label => {
             if name.len() > DNS1123_LABEL_MAX {
                 errs.push(format!("must be no more than {DNS1123_LABEL_MAX} characters"));
             }
-            if !is_dns1035_label(&name[..name.len().min(DNS1123_LABEL_MAX)]) {
+            if !is_dns1035_label(name) {
                 errs.push(DNS1035_MSG.into());
             }
         }
@@ -104,10 +83,10 @@ pub fn generate_name_errors(rule: NameRule, prefix: &str) -> Vec<String> {
     if rule == NameRule::PathSegment { name_errors(rule, prefix) } else { name_errors(rule, &probe) }
 }
 
+/// The qualified-name (and label value) format, length aside.
 fn is_qualified_name_part(s: &str) -> bool {
     let b = s.as_bytes();
     !b.is_empty()
-        && b.len() <= 63
         && b[0].is_ascii_alphanumeric()
         && b[b.len() - 1].is_ascii_alphanumeric()
         && b.iter().all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
@@ -137,7 +116,7 @@ pub fn qualified_name_errors(key: &str) -> Vec<String> {
         if name.len() > 63 {
             errs.push("name part must be no more than 63 characters".into());
         }
-        if !is_qualified_name_part(&name[..name.len().min(63)]) {
+        if !is_qualified_name_part(name) {
             errs.push(QUALIFIED_NAME_MSG.into());
         }
     }
@@ -149,7 +128,7 @@ pub fn label_value_errors(v: &str) -> Vec<String> {
     if v.len() > LABEL_VALUE_MAX {
         errs.push(format!("must be no more than {LABEL_VALUE_MAX} characters"));
     }
-    if !v.is_empty() && !is_qualified_name_part(&v[..v.len().min(63)]) {
+    if !v.is_empty() && !is_qualified_name_part(v) {
         errs.push(LABEL_VALUE_MSG.into());
     }
     errs
@@ -263,31 +242,17 @@ pub fn nonnegative(field: impl Into<String>, value: i64) -> Option<Cause> {
     (value < 0).then(|| invalid_int(field, value, NEGATIVE_MSG))
 }
 
-const DNS1123_LABEL_FMT_MSG: &str = LABEL_MSG;
-
-fn is_dns1123_label_format(s: &str) -> bool {
-    let b = s.as_bytes();
-    !b.is_empty()
-        && is_lower_alnum(b[0])
-        && is_lower_alnum(b[b.len() - 1])
-        && b.iter().all(|c| is_lower_alnum(*c) || *c == b'-')
-}
-
-fn is_dns1123_subdomain_format(s: &str) -> bool {
-    !s.is_empty() && s.split('.').all(is_dns1123_label_format)
-}
-
 /// Upstream's `IsDNS1123Label`.
 pub fn dns1123_label_errors(s: &str) -> Vec<String> {
     let mut errs = Vec::new();
     if s.len() > DNS1123_LABEL_MAX {
         errs.push(format!("must be no more than {DNS1123_LABEL_MAX} characters"));
     }
-    if !is_dns1123_label_format(s) {
-        if is_dns1123_subdomain_format(s) {
+    if !is_dns1123_label(s) {
+        if is_dns1123_subdomain(s) {
             errs.push("must not contain dots".into());
         } else {
-            errs.push(DNS1123_LABEL_FMT_MSG.into());
+            errs.push(LABEL_MSG.into());
         }
     }
     errs
@@ -299,7 +264,7 @@ pub fn dns1123_subdomain_errors(s: &str) -> Vec<String> {
     if s.len() > DNS1123_SUBDOMAIN_MAX {
         errs.push(format!("must be no more than {DNS1123_SUBDOMAIN_MAX} characters"));
     }
-    if !is_dns1123_subdomain_format(s) {
+    if !is_dns1123_subdomain(s) {
         errs.push(SUBDOMAIN_MSG.into());
     }
     errs
@@ -521,6 +486,17 @@ mod tests {
         assert!(name_errors(NameRule::PathSegment, "system:node:x").is_empty());
         assert!(!name_errors(NameRule::PathSegment, "a/b").is_empty());
         assert!(generate_name_errors(NameRule::Subdomain, "web-").is_empty());
+    }
+
+    #[test]
+    fn multibyte_input_at_the_length_limits_is_an_error_not_a_panic() {
+        let long = "é".repeat(32); // 64 bytes; byte 63 falls inside a character
+        assert_eq!(label_value_errors(&long).len(), 2, "too long and not a valid label value");
+        assert!(!qualified_name_errors(&long).is_empty());
+        for rule in [NameRule::Label, NameRule::Dns1035Label, NameRule::Subdomain] {
+            assert!(!name_errors(rule, &long).is_empty());
+        }
+        assert!(!name_errors(NameRule::Subdomain, &"é".repeat(127)).is_empty());
     }
 
     #[test]
