@@ -147,6 +147,39 @@ impl LabelSelector {
         self.requirements.is_empty()
     }
 
+    /// The structured form (metav1.LabelSelector as JSON: matchLabels, matchExpressions).
+    /// An unknown operator selects nothing, as upstream's conversion refuses it.
+    pub fn from_json(sel: &serde_json::Value) -> Self {
+        let mut requirements = Vec::new();
+        if let Some(m) = sel.get("matchLabels").and_then(serde_json::Value::as_object) {
+            for (k, v) in m {
+                requirements
+                    .push(LabelRequirement { key: k.clone(), op: LabelOp::Equals(v.as_str().unwrap_or("").into()) });
+            }
+        }
+        for e in sel.get("matchExpressions").and_then(serde_json::Value::as_array).into_iter().flatten() {
+            let key = e.get("key").and_then(serde_json::Value::as_str).unwrap_or("").to_string();
+            let values: BTreeSet<String> = e
+                .get("values")
+                .and_then(serde_json::Value::as_array)
+                .into_iter()
+                .flatten()
+                .filter_map(serde_json::Value::as_str)
+                .map(String::from)
+                .collect();
+            let op = match e.get("operator").and_then(serde_json::Value::as_str).unwrap_or("") {
+                "In" => LabelOp::In(values),
+                "NotIn" => LabelOp::NotIn(values),
+                "Exists" => LabelOp::Exists,
+                "DoesNotExist" => LabelOp::DoesNotExist,
+                // Matches nothing: an empty In set.
+                _ => LabelOp::In(BTreeSet::new()),
+            };
+            requirements.push(LabelRequirement { key, op });
+        }
+        LabelSelector { requirements }
+    }
+
     /// Matches a labels map (missing labels = empty map).
     pub fn matches(&self, labels: Option<&serde_json::Map<String, serde_json::Value>>) -> bool {
         let get = |k: &str| labels.and_then(|l| l.get(k)).and_then(|v| v.as_str());
@@ -301,6 +334,18 @@ mod tests {
         assert!(LabelSelector::parse("app in (a").is_err());
         assert!(LabelSelector::parse("bad key=x").is_err());
         assert!(LabelSelector::parse("app=in valid").is_err());
+    }
+
+    #[test]
+    fn structured_selectors_match_like_string_ones() {
+        let l = labels(json!({"app": "web", "tier": "front"}));
+        let sel = |v: serde_json::Value| LabelSelector::from_json(&v).matches(Some(&l));
+        assert!(sel(json!({"matchLabels": {"app": "web"}})));
+        assert!(!sel(json!({"matchLabels": {"app": "db"}})));
+        assert!(sel(json!({"matchExpressions": [{"key": "tier", "operator": "In", "values": ["front", "back"]}]})));
+        assert!(sel(json!({"matchExpressions": [{"key": "env", "operator": "DoesNotExist"}]})));
+        assert!(!sel(json!({"matchExpressions": [{"key": "app", "operator": "Bogus"}]})));
+        assert!(sel(json!({})), "an empty selector selects everything");
     }
 
     #[test]

@@ -431,36 +431,10 @@ pub fn label_selector_matches(
     sel: Option<&serde_json::Value>,
     labels: Option<&serde_json::Map<String, serde_json::Value>>,
 ) -> bool {
-    let Some(sel) = sel.filter(|s| !s.is_null()) else { return false };
-    let get = |k: &str| labels.and_then(|l| l.get(k)).and_then(serde_json::Value::as_str);
-    if let Some(m) = sel.get("matchLabels").and_then(serde_json::Value::as_object) {
-        for (k, v) in m {
-            if get(k) != v.as_str() {
-                return false;
-            }
-        }
+    match sel.filter(|s| !s.is_null()) {
+        Some(sel) => crate::selector::LabelSelector::from_json(sel).matches(labels),
+        None => false,
     }
-    for e in sel.get("matchExpressions").and_then(serde_json::Value::as_array).into_iter().flatten() {
-        let key = e.get("key").and_then(serde_json::Value::as_str).unwrap_or("");
-        let values: Vec<&str> = e
-            .get("values")
-            .and_then(serde_json::Value::as_array)
-            .into_iter()
-            .flatten()
-            .filter_map(serde_json::Value::as_str)
-            .collect();
-        let ok = match e.get("operator").and_then(serde_json::Value::as_str).unwrap_or("") {
-            "In" => get(key).is_some_and(|v| values.contains(&v)),
-            "NotIn" => get(key).is_none_or(|v| !values.contains(&v)),
-            "Exists" => get(key).is_some(),
-            "DoesNotExist" => get(key).is_none(),
-            _ => false,
-        };
-        if !ok {
-            return false;
-        }
-    }
-    true
 }
 
 /// Whether a metav1.LabelSelector (as JSON) has no requirement at all.
