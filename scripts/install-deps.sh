@@ -5,6 +5,7 @@ set -euo pipefail
 packages=(
     etcd-server etcd-client # the etcd backend and its tests
     protobuf-compiler       # protoc, for the gRPC clients (etcd, CRI)
+    libprotobuf-dev         # protoc's well-known types (google/protobuf/*.proto)
     pkg-config ca-certificates
 )
 # The end-to-end tests run the Python client; Debian's python3 if the machine has none.
