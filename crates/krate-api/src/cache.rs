@@ -66,6 +66,36 @@ pub struct CacheEvent {
     /// The object after the change; for a delete, its last state at the delete's revision.
     pub object: Arc<CachedObject>,
     pub prev: Option<Arc<CachedObject>>,
+    /// The event as a JSON watch line, encoded once for every watcher that sees it as is
+    /// (as upstream's cacher serializes an event once per encoding).
+    line: std::sync::OnceLock<Bytes>,
+}
+
+impl CacheEvent {
+    pub fn new(
+        kind: EventType,
+        revision: Revision,
+        object: Arc<CachedObject>,
+        prev: Option<Arc<CachedObject>>,
+    ) -> Self {
+        CacheEvent { kind, revision, object, prev, line: std::sync::OnceLock::new() }
+    }
+
+    /// `{"type":"…","object":…}\n` for this event's own type and stored JSON, shared.
+    pub fn json_line(&self) -> Bytes {
+        self.line.get_or_init(|| watch_line(self.kind.as_str(), &self.object.json)).clone()
+    }
+}
+
+/// One line of a JSON watch stream.
+pub fn watch_line(kind: &str, object: &[u8]) -> Bytes {
+    let mut line = Vec::with_capacity(object.len() + 32);
+    line.extend_from_slice(b"{\"type\":\"");
+    line.extend_from_slice(kind.as_bytes());
+    line.extend_from_slice(b"\",\"object\":");
+    line.extend_from_slice(object);
+    line.extend_from_slice(b"}\n");
+    Bytes::from(line)
 }
 
 #[derive(Default)]
@@ -208,7 +238,7 @@ impl Cacher {
                             let Some(obj) = decode(&e.kv.key, &e.kv.value, rev, strategy) else { continue };
                             let prev = self.state.read().objects.get(&e.kv.key).cloned();
                             let kind = if prev.is_some() { EventType::Modified } else { EventType::Added };
-                            CacheEvent { kind, revision: rev, object: Arc::new(obj), prev }
+                            CacheEvent::new(kind, rev, Arc::new(obj), prev)
                         }
                         EventKind::Delete => {
                             let prev = self.state.read().objects.get(&e.kv.key).cloned();
@@ -218,7 +248,7 @@ impl Cacher {
                                 (None, None) => None,
                             };
                             let Some(last) = last else { continue };
-                            CacheEvent { kind: EventType::Deleted, revision: rev, object: Arc::new(last), prev }
+                            CacheEvent::new(EventType::Deleted, rev, Arc::new(last), prev)
                         }
                     };
                     self.apply(event);
@@ -367,8 +397,8 @@ pub struct Cursor {
 }
 
 impl Cursor {
-    /// Waits until the cache changes (or the timeout passes; false then).
-    pub async fn changed(&mut self, timeout: Duration) -> bool {
-        matches!(tokio::time::timeout(timeout, self.changed.changed()).await, Ok(Ok(())))
+    /// Waits until the cache changes; false once the cache is gone.
+    pub async fn changed(&mut self) -> bool {
+        self.changed.changed().await.is_ok()
     }
 }

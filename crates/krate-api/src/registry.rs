@@ -14,10 +14,11 @@ use serde_json::{Value, json};
 use krate_store::{DynStore, RangeRequest, Revision, StoreError};
 
 use crate::admission::{Admission, Attributes, Operation};
-use crate::cache::{CacheError, CachedObject, Cacher};
+use crate::cache::{CacheError, Cacher};
 use crate::continue_token;
 use crate::conversion;
 use crate::error::{ApiError, ApiResult, Cause, Target};
+use crate::fieldvalidation::{self, FieldProblems, FieldValidation, Warnings};
 use crate::filter::Filter;
 use crate::hooks::{RestHooks, undo_all};
 use crate::object;
@@ -66,6 +67,26 @@ pub struct Context<'a> {
     pub user: &'a UserInfo,
     pub admission: &'a dyn Admission,
     pub dry_run: bool,
+    /// How unknown and duplicate fields of the request's object are treated.
+    pub field_validation: FieldValidation,
+    /// Fields the request body named twice (found by the HTTP layer, which has the bytes).
+    pub duplicate_fields: &'a [String],
+    /// Where warnings for the client go; None for the server's own writes.
+    pub warnings: Option<&'a Warnings>,
+}
+
+impl<'a> Context<'a> {
+    /// A write the server makes itself: no field validation, no warnings.
+    pub fn internal(user: &'a UserInfo, admission: &'a dyn Admission) -> Self {
+        Context {
+            user,
+            admission,
+            dry_run: false,
+            field_validation: FieldValidation::Ignore,
+            duplicate_fields: &[],
+            warnings: None,
+        }
+    }
 }
 
 #[derive(Clone, Debug, Default)]
@@ -109,6 +130,22 @@ pub struct ListResult {
 pub struct WatchItem {
     pub kind: &'static str,
     pub object: Bytes,
+    /// The JSON watch line, when the cache already encoded it for every watcher.
+    line: Option<Bytes>,
+}
+
+impl WatchItem {
+    pub fn new(kind: &'static str, object: Bytes) -> Self {
+        WatchItem { kind, object, line: None }
+    }
+
+    /// This event as one line of a JSON watch stream.
+    pub fn json_line(&self) -> Bytes {
+        match &self.line {
+            Some(line) => line.clone(),
+            None => crate::cache::watch_line(self.kind, &self.object),
+        }
+    }
 }
 
 pub enum Deleted {
@@ -258,8 +295,10 @@ impl Registry {
         Some(found.and_then(|o| serde_json::from_slice::<Value>(&present_json(r, &o.json)).ok()))
     }
 
-    /// Checks apiVersion and kind against the endpoint, filling them in when absent.
-    fn check_type(resource: &ResourceInfo, obj: &mut Value) -> ApiResult<()> {
+    /// Checks apiVersion and kind against the endpoint, filling them in when absent; the
+    /// object must decode as its kind; unknown fields are dropped (as upstream's typed
+    /// decoding drops them), after field validation had its say.
+    fn check_type(resource: &ResourceInfo, obj: &mut Value, ctx: &Context<'_>) -> ApiResult<()> {
         let Some(map) = obj.as_object_mut() else {
             return Err(ApiError::bad_request("the request body must be a JSON or YAML object"));
         };
@@ -292,15 +331,24 @@ impl Registry {
         }
         // The typed decode upstream does: wrong types are a 400 here. A missing required
         // field is not — upstream decodes it as empty and validation reports it (422).
-        if let Err(e) = crate::generated::shape::check(&resource.group, &resource.version, &resource.kind, obj)
-            && !e.starts_with("missing field")
-        {
-            return Err(ApiError::bad_request(format!(
-                "{kind} in version \"{version}\" cannot be handled as a {kind}: {e}",
-                kind = resource.kind,
-                version = resource.version
-            )));
-        }
+        let unknown = match crate::generated::shape::check(&resource.group, &resource.version, &resource.kind, obj) {
+            Ok(unknown) => unknown,
+            Err(e) if e.starts_with("missing field") => Vec::new(),
+            Err(e) => {
+                return Err(ApiError::bad_request(format!(
+                    "{kind} in version \"{version}\" cannot be handled as a {kind}: {e}",
+                    kind = resource.kind,
+                    version = resource.version
+                )));
+            }
+        };
+        let problems = FieldProblems {
+            unknown: unknown.iter().map(ToString::to_string).collect(),
+            duplicate: ctx.duplicate_fields.to_vec(),
+        };
+        let sink = Warnings::default();
+        problems.enforce(ctx.field_validation, &resource.kind, &resource.version, ctx.warnings.unwrap_or(&sink))?;
+        fieldvalidation::prune(obj, &unknown);
         Ok(())
     }
 
@@ -390,7 +438,7 @@ impl Registry {
 
     pub async fn create(&self, scope: &Scope, mut obj: Value, ctx: &Context<'_>) -> ApiResult<Value> {
         let r = &scope.resource;
-        Self::check_type(r, &mut obj)?;
+        Self::check_type(r, &mut obj, ctx)?;
         Self::reconcile_namespace(scope, &mut obj)?;
         let requested_name = object::name(&obj).to_string();
         let attrs = Attributes {
@@ -524,7 +572,7 @@ impl Registry {
     ) -> ApiResult<(Value, bool)> {
         let r = &scope.resource;
         let mut obj = obj;
-        Self::check_type(r, &mut obj)?;
+        Self::check_type(r, &mut obj, ctx)?;
         let body_name = object::name(&obj).to_string();
         if !body_name.is_empty() && body_name != name {
             return Err(ApiError::bad_request(format!(
@@ -665,7 +713,7 @@ impl Registry {
             };
             let old = decode(r, &kv.value, kv.mod_revision)?;
             let mut new = transform(&old)?;
-            Self::check_type(r, &mut new)?;
+            Self::check_type(r, &mut new, ctx)?;
             if object::name(&new) != name {
                 return Err(ApiError::bad_request(format!(
                     "the name of the object ({}) does not match the name on the URL ({name})",
@@ -835,8 +883,10 @@ impl Registry {
                     Err(e) => return Err(Self::store_err(e, &t)),
                 }
             }
-            // Kept: mark it as deleting.
-            if !object::is_deleting(&obj) {
+            // Kept: mark it as deleting, or move the deadline of a shortened grace period.
+            if object::is_deleting(&obj) {
+                object::shorten_deletion(&mut obj, &current);
+            } else {
                 // The strategy may have set the grace period (pods); the object is due then.
                 let grace = object::meta(&obj)
                     .and_then(|m| m.get("deletionGracePeriodSeconds"))
@@ -1075,7 +1125,7 @@ impl Registry {
                 snap.objects
                     .iter()
                     .filter(|o| filter.matches_cached(o))
-                    .map(|o| WatchItem { kind: "ADDED", object: present_json(&r, &o.json) }),
+                    .map(|o| WatchItem::new("ADDED", present_json(&r, &o.json))),
             );
             if opts.send_initial_events == Some(true) {
                 pending.push(bookmark(&r, snap.revision, true));
@@ -1100,7 +1150,7 @@ impl Registry {
             filter,
             resource: r,
             pending: pending.into(),
-            allow_bookmarks: opts.allow_bookmarks,
+            bookmark_timer: opts.allow_bookmarks.then(|| Box::pin(tokio::time::sleep(BOOKMARK_EVERY))),
             last_sent: tokio::time::Instant::now(),
         };
         Ok(futures::stream::unfold(state, |mut s| async move { s.next().await.map(|item| (item, s)) }))
@@ -1239,11 +1289,11 @@ fn bookmark(r: &ResourceInfo, rev: Revision, initial_events_end: bool) -> WatchI
         meta["annotations"] = json!({"k8s.io/initial-events-end": "true"});
     }
     let obj = json!({"kind": r.kind, "apiVersion": r.api_version(), "metadata": meta});
-    WatchItem { kind: "BOOKMARK", object: Bytes::from(obj.to_string()) }
+    WatchItem::new("BOOKMARK", Bytes::from(obj.to_string()))
 }
 
 fn error_item(e: &ApiError) -> WatchItem {
-    WatchItem { kind: "ERROR", object: Bytes::from(e.status().to_string()) }
+    WatchItem::new("ERROR", Bytes::from(e.status().to_string()))
 }
 
 struct WatchState {
@@ -1252,7 +1302,8 @@ struct WatchState {
     filter: Filter,
     resource: Arc<ResourceInfo>,
     pending: std::collections::VecDeque<WatchItem>,
-    allow_bookmarks: bool,
+    /// Fires when a bookmark may be due (only for watches that asked for bookmarks).
+    bookmark_timer: Option<std::pin::Pin<Box<tokio::time::Sleep>>>,
     last_sent: tokio::time::Instant,
 }
 
@@ -1285,11 +1336,31 @@ impl WatchState {
                     return None;
                 }
             }
-            let wait = BOOKMARK_EVERY.saturating_sub(self.last_sent.elapsed());
-            if !cursor.changed(wait).await && self.allow_bookmarks {
-                let rev = cursor.after;
-                self.last_sent = tokio::time::Instant::now();
-                return Some(bookmark(&self.resource, rev, false));
+            // One bookmark timer per watch, re-armed only when it fires: arming a timer on
+            // every wake-up costs ten thousand watchers a timer-wheel round trip per event.
+            let Some(timer) = self.bookmark_timer.as_mut() else {
+                if !cursor.changed().await {
+                    return None;
+                }
+                continue;
+            };
+            tokio::select! {
+                alive = cursor.changed() => {
+                    if !alive {
+                        return None;
+                    }
+                }
+                () = timer.as_mut() => {
+                    let due = self.last_sent + BOOKMARK_EVERY;
+                    if due > tokio::time::Instant::now() {
+                        timer.as_mut().reset(due);
+                        continue;
+                    }
+                    let rev = cursor.after;
+                    self.last_sent = tokio::time::Instant::now();
+                    timer.as_mut().reset(self.last_sent + BOOKMARK_EVERY);
+                    return Some(bookmark(&self.resource, rev, false));
+                }
             }
         }
     }
@@ -1310,11 +1381,12 @@ fn convert(filter: &Filter, r: &ResourceInfo, e: &crate::cache::CacheEvent) -> O
             let prev = e.prev.as_ref()?;
             let mut v: Value = serde_json::from_slice(&prev.json).ok()?;
             object::set_resource_version(&mut v, e.revision);
-            let _ = r;
-            return Some(WatchItem { kind: "DELETED", object: present_json(r, &Bytes::from(v.to_string())) });
+            return Some(WatchItem::new("DELETED", present_json(r, &Bytes::from(v.to_string()))));
         }
         (_, false, false) => return None,
     };
-    let _: &CachedObject = &e.object;
-    Some(WatchItem { kind, object: present_json(r, &e.object.json) })
+    let object = present_json(r, &e.object.json);
+    // Most watchers see the event as it is: share its one encoding.
+    let line = (kind == e.kind.as_str() && object.as_ptr() == e.object.json.as_ptr()).then(|| e.json_line());
+    Some(WatchItem { kind, object, line })
 }

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use futures::StreamExt;
 use http::{Request, Response, StatusCode, header};
 use http_body_util::{BodyExt, StreamBody};
@@ -17,6 +17,7 @@ use hyper::body::Frame;
 use serde_json::{Value, json};
 
 use krate_api::admission::Admission;
+use krate_api::fieldvalidation::{FieldValidation, Warnings};
 use krate_api::registry::{Context, DeleteOptions, Deleted, ListOptions, Patch, Scope, WatchOptions};
 use krate_api::user::UserInfo;
 use krate_api::{ApiError, Registry, ResourceInfo};
@@ -28,6 +29,8 @@ use crate::{discovery, health, metrics};
 /// Upstream's --min-request-timeout: watches without timeoutSeconds end after a random
 /// time between this and twice this, so clients spread their reconnections.
 const MIN_REQUEST_TIMEOUT: Duration = Duration::from_secs(1800);
+/// Most events a lagging watcher gets in one DATA frame.
+const WATCH_BATCH: usize = 64;
 
 pub struct ApiServerConfig {
     /// host:port clients should use (discovery's serverAddressByClientCIDRs).
@@ -91,10 +94,14 @@ impl ApiServer {
                 if let Err(e) = body::negotiate(&parts.headers) {
                     body::error(&e, Format::Json)
                 } else if info.is_resource {
-                    match self.resource(&parts, body, &info, &query, &user, format).await {
+                    let warnings = Warnings::default();
+                    let mut response = match self.resource(&parts, body, &info, &query, &user, format, &warnings).await
+                    {
                         Ok(r) => r,
                         Err(e) => body::error(&e, format),
-                    }
+                    };
+                    body::add_warnings(&mut response, warnings.take());
+                    response
                 } else {
                     self.non_resource(&info, &query, format).await
                 }
@@ -218,6 +225,7 @@ impl ApiServer {
         query: &HashMap<String, String>,
         user: &UserInfo,
         format: Format,
+        warnings: &Warnings,
     ) -> Result<Response<Body>, ApiError>
     where
         B: http_body::Body<Data = Bytes> + Send + 'static,
@@ -258,7 +266,15 @@ impl ApiServer {
                 )));
             }
         };
-        let ctx = Context { user, admission: self.admission.as_ref(), dry_run };
+        let field_validation = FieldValidation::parse(query.get("fieldValidation").map(String::as_str))?;
+        let ctx = Context {
+            user,
+            admission: self.admission.as_ref(),
+            dry_run,
+            field_validation,
+            duplicate_fields: &[],
+            warnings: Some(warnings),
+        };
         let name = info.name.as_deref().unwrap_or("");
         let sub = info.subresource.as_deref();
         match (info.verb.as_str(), sub) {
@@ -300,12 +316,17 @@ impl ApiServer {
                 self.bind(&Scope { resource: pods, namespace: scope.namespace.clone() }, &pod, &binding, &ctx).await
             }
             ("create", None) => {
-                let obj = body::decode(&parts.headers, &body::read(body).await?)?;
-                let created = self.registry.create(&scope, obj, &ctx).await?;
+                let bytes = body::read(body).await?;
+                let obj = body::decode(&parts.headers, &bytes)?;
+                let dups = body::duplicate_fields(&parts.headers, &bytes, field_validation);
+                let created = self.registry.create(&scope, obj, &Context { duplicate_fields: &dups, ..ctx }).await?;
                 Ok(body::respond(StatusCode::CREATED, format, &created))
             }
             ("update", None) => {
-                let obj = body::decode(&parts.headers, &body::read(body).await?)?;
+                let bytes = body::read(body).await?;
+                let obj = body::decode(&parts.headers, &bytes)?;
+                let dups = body::duplicate_fields(&parts.headers, &bytes, field_validation);
+                let ctx = Context { duplicate_fields: &dups, ..ctx };
                 let (obj, created) = self.registry.update(&scope, name, obj, sub, &ctx).await?;
                 let code = if created { StatusCode::CREATED } else { StatusCode::OK };
                 Ok(body::respond(code, format, &obj))
@@ -428,24 +449,31 @@ impl ApiServer {
         let guard = GaugeGuard(gauge);
         let deadline = tokio::time::sleep(timeout);
         let (group, kind, include) = (r.group.clone(), r.kind.clone(), include_object(query).to_string());
+        // Events already waiting for a slow watcher leave as one DATA frame.
         let frames = events
-            .map(move |mut item| {
-                // As a Table, each object event carries a one-row table.
-                if table
-                    && matches!(item.kind, "ADDED" | "MODIFIED" | "DELETED")
-                    && let Ok(obj) = serde_json::from_slice::<Value>(&item.object)
-                {
-                    let rv = krate_api::object::meta_str(&obj, "resourceVersion").map(String::from);
-                    let t = krate_api::table::table(&group, &kind, &[obj], rv.as_deref(), &include);
-                    item.object = Bytes::from(t.to_string());
-                }
-                let mut line = Vec::with_capacity(item.object.len() + 32);
-                line.extend_from_slice(b"{\"type\":\"");
-                line.extend_from_slice(item.kind.as_bytes());
-                line.extend_from_slice(b"\",\"object\":");
-                line.extend_from_slice(&item.object);
-                line.extend_from_slice(b"}\n");
-                Ok::<_, std::io::Error>(Frame::data(Bytes::from(line)))
+            .ready_chunks(WATCH_BATCH)
+            .map(move |items| {
+                let mut lines = items.into_iter().map(|item| {
+                    // As a Table, each object event carries a one-row table.
+                    if table
+                        && matches!(item.kind, "ADDED" | "MODIFIED" | "DELETED")
+                        && let Ok(obj) = serde_json::from_slice::<Value>(&item.object)
+                    {
+                        let rv = krate_api::object::meta_str(&obj, "resourceVersion").map(String::from);
+                        let t = krate_api::table::table(&group, &kind, &[obj], rv.as_deref(), &include);
+                        return krate_api::cache::watch_line(item.kind, t.to_string().as_bytes());
+                    }
+                    item.json_line()
+                });
+                let data = match lines.len() {
+                    1 => lines.next().unwrap_or_default(),
+                    _ => {
+                        let mut buf = BytesMut::new();
+                        lines.for_each(|l| buf.extend_from_slice(&l));
+                        buf.freeze()
+                    }
+                };
+                Ok::<_, std::io::Error>(Frame::data(data))
             })
             .take_until(deadline)
             .chain(futures::stream::once(async move {
