@@ -80,6 +80,21 @@ pub fn rfc3339_after(seconds: i64) -> String {
     t.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
 }
 
+/// After a second delete shortened an object's grace period (from `before`'s), moves its
+/// deletionTimestamp as upstream does: the deadline is the first request's time plus
+/// the new period, so the remaining wait shrinks by the difference.
+pub fn shorten_deletion(obj: &mut Value, before: &Value) {
+    let grace = |o: &Value| o.pointer("/metadata/deletionGracePeriodSeconds").and_then(Value::as_i64);
+    let (Some(old), Some(new)) = (grace(before), grace(obj)) else { return };
+    let deadline = before.pointer("/metadata/deletionTimestamp").and_then(Value::as_str);
+    let Some(deadline) = deadline.and_then(|t| t.parse::<jiff::Timestamp>().ok()) else { return };
+    if new >= old {
+        return;
+    }
+    let moved = deadline - jiff::SignedDuration::from_secs(old - new);
+    meta_mut(obj).insert("deletionTimestamp".into(), Value::from(moved.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()));
+}
+
 /// A random (version 4) UUID.
 pub fn new_uid() -> String {
     let mut b: [u8; 16] = rand::rng().random();

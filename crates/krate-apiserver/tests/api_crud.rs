@@ -372,7 +372,14 @@ async fn pods_on_a_node_are_deleted_gracefully() {
     // A second delete may shorten the period.
     let shorter =
         pods.delete("bound", &DeleteParams { grace_period_seconds: Some(10), ..Default::default() }).await.unwrap();
-    assert_eq!(shorter.left().unwrap().metadata.deletion_grace_period_seconds, Some(10));
+    let shorter = shorter.left().unwrap();
+    assert_eq!(shorter.metadata.deletion_grace_period_seconds, Some(10));
+    // The deadline moves 35 s earlier, as upstream: first request + the new period.
+    assert_eq!((due - shorter.metadata.deletion_timestamp.unwrap().0).get_seconds(), 35);
+    // A longer period never extends it.
+    let longer =
+        pods.delete("bound", &DeleteParams { grace_period_seconds: Some(60), ..Default::default() }).await.unwrap();
+    assert_eq!(longer.left().unwrap().metadata.deletion_grace_period_seconds, Some(10));
     assert!(pods.get_opt("bound").await.unwrap().is_some());
     pods.delete("bound", &DeleteParams { grace_period_seconds: Some(0), ..Default::default() }).await.unwrap();
     assert!(pods.get_opt("bound").await.unwrap().is_none(), "a zero grace period forces it");
