@@ -16,6 +16,7 @@ pub mod batch;
 pub mod config;
 pub mod misc;
 pub mod networking;
+pub mod placement;
 pub mod pod;
 pub mod policy;
 pub mod quantity;

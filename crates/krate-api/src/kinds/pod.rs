@@ -317,6 +317,7 @@ pub fn default_pod(pod: &mut Value) {
 /// without a class or with a system class; other classes need a lookup krate's
 /// admission chain does not do yet).
 pub fn admit_new_pod(pod: &mut Value) {
+    super::placement::merge_label_keys(pod);
     let mirror = pod.pointer("/metadata/annotations/kubernetes.io~1config.mirror").is_some();
     let spec = obj_mut(pod, "spec");
     if !mirror && str_of(spec, "serviceAccountName").is_empty() {
@@ -500,6 +501,7 @@ pub fn validate_pod_spec(spec: &Value, path: &str, opts: SpecOpts) -> Vec<Cause>
         }
     }
     validate_tolerations(array_of(spec, "tolerations"), &at("tolerations"), &mut c);
+    super::placement::validate_placement(spec, path, &mut c);
     for (i, h) in array_of(spec, "hostAliases").iter().enumerate() {
         let ip = str_of(h, "ip");
         for msg in ip_errors(ip) {
