@@ -22,5 +22,5 @@ for g, v, k in defs:
     arms.append(f'        ("{g}", "{v}", "{k}") => decode::<k8s_openapi::{MODS[g]}::{v}::{k}>(obj),')
 HEAD = open('crates/krate-api/src/generated/shape.rs').read().split('    match (group, version, kind) {')[0]
 open('crates/krate-api/src/generated/shape.rs', 'w').write(
-    HEAD + '    match (group, version, kind) {\n' + '\n'.join(arms) + '\n        _ => Ok(()),\n    }\n}\n')
+    HEAD + '    match (group, version, kind) {\n' + '\n'.join(arms) + '\n        _ => Ok(Vec::new()),\n    }\n}\n')
 subprocess.run(['rustfmt', '--edition', '2024', '--config', 'max_width=120', 'crates/krate-api/src/generated/shape.rs'])

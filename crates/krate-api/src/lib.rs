@@ -12,6 +12,7 @@ pub mod cache;
 mod continue_token;
 pub mod conversion;
 pub mod error;
+pub mod fieldvalidation;
 pub mod filter;
 pub mod generated;
 pub mod hooks;

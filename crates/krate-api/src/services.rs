@@ -122,7 +122,7 @@ impl Undo for ReleasePort {
 async fn release_ip(registry: &Registry, ip: &str) {
     let Ok(scope) = ip_address_scope(registry) else { return };
     let user = system_user();
-    let ctx = Context { user: &user, admission: &NoAdmission, dry_run: false };
+    let ctx = Context::internal(&user, &NoAdmission);
     match registry.delete(&scope, ip, &DeleteOptions::default(), &ctx).await {
         Ok(_) => {}
         Err(e) if e.code == 404 => {}
@@ -163,7 +163,7 @@ impl ServiceHooks {
             }},
         });
         let user = system_user();
-        let ctx = Context { user: &user, admission: &NoAdmission, dry_run: false };
+        let ctx = Context::internal(&user, &NoAdmission);
         match registry.create(&scope, obj, &ctx).await {
             Ok(_) => Ok(true),
             Err(e) if e.code == 409 => Ok(false),

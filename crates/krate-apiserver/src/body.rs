@@ -1,11 +1,12 @@
 //! Request bodies in, responses out: JSON and YAML, size limits, content negotiation.
 
 use bytes::Bytes;
-use http::{HeaderMap, Response, StatusCode, header};
+use http::{HeaderMap, HeaderValue, Response, StatusCode, header};
 use http_body_util::{BodyExt, Full, Limited, combinators::BoxBody};
 use serde_json::Value;
 
 use krate_api::ApiError;
+use krate_api::fieldvalidation::FieldValidation;
 
 pub type Body = BoxBody<Bytes, std::io::Error>;
 
@@ -89,6 +90,25 @@ pub fn decode(headers: &HeaderMap, bytes: &[u8]) -> Result<Value, ApiError> {
         return Err(ApiError::bad_request("the request body must be an object"));
     }
     Ok(value)
+}
+
+/// Fields a JSON request body names twice, when field validation looks at them.
+pub fn duplicate_fields(headers: &HeaderMap, bytes: &[u8], directive: FieldValidation) -> Vec<String> {
+    let json = matches!(content_type(headers).as_str(), "" | "application/json" | "*/*");
+    if directive == FieldValidation::Ignore || !json {
+        return Vec::new();
+    }
+    krate_api::fieldvalidation::duplicate_fields(bytes)
+}
+
+/// Warnings as upstream sends them: `Warning: 299 - "text"`, one header each.
+pub fn add_warnings(response: &mut Response<Body>, warnings: Vec<String>) {
+    for w in warnings {
+        let text = w.replace('\\', "\\\\").replace('"', "\\\"");
+        if let Ok(v) = HeaderValue::from_str(&format!("299 - \"{text}\"")) {
+            response.headers_mut().append(header::WARNING, v);
+        }
+    }
 }
 
 pub fn content_type(headers: &HeaderMap) -> String {

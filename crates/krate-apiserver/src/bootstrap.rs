@@ -17,7 +17,7 @@ pub async fn kubernetes_service(
     port: u16,
 ) -> Result<(), ApiError> {
     let user = apiserver_user();
-    let ctx = Context { user: &user, admission: &NoAdmission, dry_run: false };
+    let ctx = Context::internal(&user, &NoAdmission);
     let put = |group: &'static str,
                version: &'static str,
                plural: &'static str,
@@ -102,7 +102,7 @@ pub async fn system_namespaces(registry: &Registry) -> Result<(), ApiError> {
     let namespaces = registry.table.lookup("", "v1", "namespaces").expect("namespaces are built in");
     let scope = Scope { resource: namespaces, namespace: None };
     let user = apiserver_user();
-    let ctx = Context { user: &user, admission: &NoAdmission, dry_run: false };
+    let ctx = Context::internal(&user, &NoAdmission);
     for name in SYSTEM_NAMESPACES {
         match registry.get(&scope, name).await {
             Ok(_) => continue,

@@ -1,16 +1,24 @@
 //! Structural checks: an object must decode as its kind's typed form (k8s-openapi), as
 //! upstream's decoder requires, before defaulting or validation look at it — so a
-//! `"spec": "text"` is a 400, not a surprise deeper in. Generated from the resource table
-//! by hack/gen-shape.py; unknown fields are allowed here (field validation is separate).
+//! `"spec": "text"` is a 400, not a surprise deeper in. The same decode reports the
+//! fields the type does not know, for field validation. Generated from the resource
+//! table by hack/gen-shape.py.
 
 use serde_json::Value;
 
-fn decode<T: serde::de::DeserializeOwned>(obj: &Value) -> Result<(), String> {
-    T::deserialize(obj).map(|_| ()).map_err(|e| e.to_string())
+use crate::fieldvalidation::UnknownField;
+
+/// Decodes `obj` as `T`, returning the paths of the fields `T` has no place for.
+fn decode<T: serde::de::DeserializeOwned>(obj: &Value) -> Result<Vec<UnknownField>, String> {
+    let mut unknown = Vec::new();
+    serde_ignored::deserialize(obj, |path| unknown.push(UnknownField::from_path(&path)))
+        .map(|_: T| unknown)
+        .map_err(|e| e.to_string())
 }
 
-/// Ok when `obj` has the shape of `kind` in `group`/`version` (or the kind is not built in).
-pub fn check(group: &str, version: &str, kind: &str, obj: &Value) -> Result<(), String> {
+/// The unknown fields of `obj` when it has the shape of `kind` in `group`/`version` (none
+/// for kinds that are not built in); an error when it does not decode.
+pub fn check(group: &str, version: &str, kind: &str, obj: &Value) -> Result<Vec<UnknownField>, String> {
     match (group, version, kind) {
         ("", "v1", "Binding") => decode::<k8s_openapi::api::core::v1::Binding>(obj),
         ("", "v1", "ComponentStatus") => decode::<k8s_openapi::api::core::v1::ComponentStatus>(obj),
@@ -126,6 +134,6 @@ pub fn check(group: &str, version: &str, kind: &str, obj: &Value) -> Result<(), 
             decode::<k8s_openapi::api::resource::v1::ResourceClaimTemplate>(obj)
         }
         ("resource.k8s.io", "v1", "ResourceSlice") => decode::<k8s_openapi::api::resource::v1::ResourceSlice>(obj),
-        _ => Ok(()),
+        _ => Ok(Vec::new()),
     }
 }
