@@ -119,8 +119,83 @@ pub fn content_type(headers: &HeaderMap) -> String {
         .unwrap_or_default()
 }
 
+tokio::task_local! {
+    /// Whether this request's JSON answers are indented (`?pretty`, or curl/wget/browsers).
+    static PRETTY: bool;
+}
+
+/// Runs a request's handling with its pretty-printing choice.
+pub async fn with_pretty<F: std::future::Future>(pretty: bool, f: F) -> F::Output {
+    PRETTY.scope(pretty, f).await
+}
+
+/// Upstream's choice: `?pretty=true|1` (or false), else clients that people read with.
+pub fn wants_pretty(query: Option<&str>, headers: &HeaderMap) -> bool {
+    if let Some(v) = query {
+        return v == "true" || v == "1";
+    }
+    let ua = headers.get(header::USER_AGENT).and_then(|v| v.to_str().ok()).unwrap_or("");
+    ua.starts_with("curl") || ua.starts_with("Wget") || ua.starts_with("Mozilla/")
+}
+
+/// Indents compact JSON by two spaces per level, keeping its key order (a re-parse into
+/// a map would sort the keys).
+fn indent(json: Bytes) -> Bytes {
+    let mut out = Vec::with_capacity(json.len() * 2);
+    let (mut depth, mut in_string, mut escaped) = (0usize, false, false);
+    let newline = |out: &mut Vec<u8>, depth: usize| {
+        out.push(b'\n');
+        out.extend(std::iter::repeat_n(b' ', depth * 2));
+    };
+    let mut bytes = json.iter().copied().peekable();
+    while let Some(b) = bytes.next() {
+        if in_string {
+            out.push(b);
+            match (escaped, b) {
+                (true, _) => escaped = false,
+                (false, b'\\') => escaped = true,
+                (false, b'"') => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match b {
+            b'"' => {
+                in_string = true;
+                out.push(b);
+            }
+            b'{' | b'[' => {
+                out.push(b);
+                let close = if b == b'{' { b'}' } else { b']' };
+                if bytes.peek() == Some(&close) {
+                    out.push(close);
+                    bytes.next();
+                } else {
+                    depth += 1;
+                    newline(&mut out, depth);
+                }
+            }
+            b'}' | b']' => {
+                depth = depth.saturating_sub(1);
+                newline(&mut out, depth);
+                out.push(b);
+            }
+            b',' => {
+                out.push(b);
+                newline(&mut out, depth);
+            }
+            b':' => out.extend_from_slice(b": "),
+            b' ' | b'\n' | b'\t' | b'\r' => {}
+            _ => out.push(b),
+        }
+    }
+    out.push(b'\n');
+    Bytes::from(out)
+}
+
 pub fn respond_bytes(status: StatusCode, format: Format, json: Bytes) -> Response<Body> {
     let (ct, body) = match format {
+        Format::Json | Format::Table if PRETTY.try_with(|p| *p).unwrap_or(false) => ("application/json", indent(json)),
         Format::Json | Format::Table => ("application/json", json),
         Format::Yaml => {
             let v: Value = serde_json::from_slice(&json).unwrap_or(Value::Null);
@@ -155,4 +230,18 @@ pub fn text(status: StatusCode, body: String) -> Response<Body> {
         .header("x-content-type-options", "nosniff")
         .body(full(body))
         .expect("static headers are valid")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn indenting_keeps_key_order_and_strings() {
+        let compact = Bytes::from_static(br#"{"kind":"X","a":{"b":[1,{"c":"x,{y}: \"z\""}],"e":{},"f":[]}}"#);
+        let want = "{\n  \"kind\": \"X\",\n  \"a\": {\n    \"b\": [\n      1,\n      {\n        \"c\": \"x,{y}: \\\"z\\\"\"\n      }\n    ],\n    \"e\": {},\n    \"f\": []\n  }\n}\n";
+        assert_eq!(String::from_utf8(indent(compact.clone()).to_vec()).unwrap(), want);
+        let back: Value = serde_json::from_slice(&indent(compact.clone())).unwrap();
+        assert_eq!(back, serde_json::from_slice::<Value>(&compact).unwrap());
+    }
 }

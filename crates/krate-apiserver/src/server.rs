@@ -80,9 +80,25 @@ impl ApiServer {
         B: http_body::Body<Data = Bytes> + Send + 'static,
         B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
     {
+        // The client's Audit-ID if it sent a usable one, else a new one, on every answer.
+        let audit_id =
+            req.headers().get("audit-id").filter(|v| !v.is_empty() && v.len() <= 128).cloned().unwrap_or_else(|| {
+                http::HeaderValue::from_str(&krate_api::object::new_uid()).expect("a UUID is ASCII")
+            });
+        let query = request::parse_query(req.uri().query());
+        let pretty = body::wants_pretty(query.get("pretty").map(String::as_str), req.headers());
+        let mut response = body::with_pretty(pretty, self.serve(req, query, user)).await;
+        response.headers_mut().insert("audit-id", audit_id);
+        response
+    }
+
+    async fn serve<B>(&self, req: Request<B>, query: HashMap<String, String>, user: Option<UserInfo>) -> Response<Body>
+    where
+        B: http_body::Body<Data = Bytes> + Send + 'static,
+        B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    {
         let started = Instant::now();
         let (parts, body) = req.into_parts();
-        let query = request::parse_query(parts.uri.query());
         let info = request::parse(&parts.method, parts.uri.path(), &query);
         let format = body::negotiate(&parts.headers).unwrap_or(Format::Json);
         // Health checks must answer under load: only resource requests count.
@@ -217,6 +233,7 @@ impl ApiServer {
         }
     }
 
+    #[allow(clippy::too_many_arguments)] // the parts of one request, taken apart once by `serve`
     async fn resource<B>(
         &self,
         parts: &http::request::Parts,

@@ -1,5 +1,6 @@
-//! Server-side field validation over HTTPS: unknown and duplicate fields are warned
-//! about by default, refused under Strict, ignored under Ignore, and never stored.
+//! Server-side field validation over HTTPS (unknown and duplicate fields are warned
+//! about by default, refused under Strict, ignored under Ignore, and never stored), and
+//! the response conventions kubectl relies on: ?pretty and Audit-ID.
 
 mod common;
 
@@ -91,4 +92,31 @@ async fn unknown_and_duplicate_fields() {
     let (code, _, status) = send(&client, "POST", &format!("{DEPLOYMENTS}?fieldValidation=Loud"), body("x")).await;
     assert_eq!(code, 400);
     assert!(status["message"].as_str().unwrap().contains("fieldValidation"), "{status}");
+}
+
+#[tokio::test]
+async fn pretty_output_and_audit_ids() {
+    let srv = TestServer::start().await;
+    let client = srv.client().await;
+    let get = |uri: &str, audit: Option<&str>| {
+        let mut b = http::Request::builder().uri(uri);
+        if let Some(a) = audit {
+            b = b.header("Audit-ID", a);
+        }
+        b.body(kube::client::Body::empty()).unwrap()
+    };
+    let resp = client.send(get("/api/v1/namespaces/default?pretty=true", Some("my-audit-id"))).await.unwrap();
+    assert_eq!(resp.headers()["audit-id"], "my-audit-id", "the client's Audit-ID is echoed");
+    let text = String::from_utf8(resp.into_body().collect().await.unwrap().to_bytes().to_vec()).unwrap();
+    assert!(text.starts_with("{\n  \"apiVersion\": \"v1\",\n  \"kind\": \"Namespace\",\n"), "{text}");
+    assert!(text.ends_with("}\n"));
+
+    let resp = client.send(get("/api/v1/namespaces/default", None)).await.unwrap();
+    let id = resp.headers()["audit-id"].to_str().unwrap().to_string();
+    assert_eq!(id.len(), 36, "a generated UUID: {id}");
+    let text = String::from_utf8(resp.into_body().collect().await.unwrap().to_bytes().to_vec()).unwrap();
+    assert!(!text.contains('\n'), "compact unless asked: {text}");
+    let resp = client.send(get("/api/v1/namespaces/nope?pretty=1", None)).await.unwrap();
+    assert_eq!(resp.status().as_u16(), 404);
+    assert_ne!(resp.headers()["audit-id"].to_str().unwrap(), id, "each request has its own");
 }
