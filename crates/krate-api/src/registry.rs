@@ -158,6 +158,8 @@ pub enum Deleted {
 pub enum Patch {
     Json(Value),
     Merge(Value),
+    /// application/strategic-merge-patch+json: built-in kinds only, as upstream.
+    Strategic(Value),
 }
 
 pub struct Registry {
@@ -595,8 +597,23 @@ impl Registry {
         ctx: &Context<'_>,
     ) -> ApiResult<Value> {
         let patch = Arc::new(patch);
+        let r = &scope.resource;
+        let definition = crate::schema::kind_definition(&r.group, &r.version, &r.kind);
+        if matches!(*patch, Patch::Strategic(_)) && definition.is_none() {
+            return Err(ApiError::unsupported_media_type(format!(
+                "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json (strategic merge patch is not supported for {}.{})",
+                r.plural, r.group
+            )));
+        }
+        let t = scope.target(name);
         let (obj, _) = self
-            .guaranteed_update(scope, name, None, subresource, ctx, move |current| apply_patch(current, &patch))
+            .guaranteed_update(scope, name, None, subresource, ctx, move |current| {
+                // A patch changes an object; it never creates one.
+                if current.is_null() {
+                    return Err(ApiError::not_found(&t));
+                }
+                apply_patch(current, &patch, definition)
+            })
             .await?;
         Ok(obj)
     }
@@ -1208,7 +1225,13 @@ fn present_json(r: &ResourceInfo, json: &Bytes) -> Bytes {
 }
 
 /// Applies a JSON patch or merge patch to a document.
-pub fn apply_patch(current: &Value, patch: &Patch) -> ApiResult<Value> {
+/// Applies a patch to `current`, an object of the OpenAPI `definition` (which strategic
+/// merge patches need).
+pub fn apply_patch(
+    current: &Value,
+    patch: &Patch,
+    definition: Option<&'static crate::schema::Definition>,
+) -> ApiResult<Value> {
     let mut doc = current.clone();
     match patch {
         Patch::Json(p) => {
@@ -1230,6 +1253,9 @@ pub fn apply_patch(current: &Value, patch: &Patch) -> ApiResult<Value> {
                 return Err(ApiError::bad_request("a merge patch must be a JSON object"));
             }
             json_patch::merge(&mut doc, p);
+        }
+        Patch::Strategic(p) => {
+            doc = crate::strategic::apply(current, p, definition).map_err(|e| ApiError::bad_request(e.to_string()))?;
         }
     }
     Ok(doc)

@@ -601,13 +601,14 @@ fn decode_patch(headers: &http::HeaderMap, bytes: &[u8]) -> Result<Patch, ApiErr
             Ok(Patch::Json(v))
         }
         "application/merge-patch+json" => Ok(Patch::Merge(parse()?)),
-        "application/strategic-merge-patch+json" | "application/apply-patch+yaml" | "application/apply-patch+cbor" => {
+        "application/strategic-merge-patch+json" => Ok(Patch::Strategic(parse()?)),
+        "application/apply-patch+yaml" | "application/apply-patch+cbor" => {
             Err(ApiError::unsupported_media_type(format!(
                 "{ct} is not supported yet by this version of krate; use application/json-patch+json or application/merge-patch+json"
             )))
         }
         other => Err(ApiError::unsupported_media_type(format!(
-            "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json (got {other})"
+            "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json (got {other})"
         ))),
     }
 }
@@ -624,7 +625,7 @@ fn check_scale_kind(v: &Value) -> Result<(), ApiError> {
 }
 
 fn apply_patch(current: &Value, patch: &Patch) -> Result<Value, ApiError> {
-    krate_api::registry::apply_patch(current, patch)
+    krate_api::registry::apply_patch(current, patch, krate_api::schema::kind_definition("autoscaling", "v1", "Scale"))
 }
 
 /// The JSON of a list, assembled from the items' stored JSON without re-encoding them.

@@ -1,2 +1,3 @@
 pub mod resources;
+pub mod schema;
 pub mod shape;
