@@ -431,6 +431,21 @@ mod tests {
     }
 
     #[test]
+    fn client_mistakes_in_deployments_are_errors() {
+        let def = schema::kind_definition("apps", "v1", "Deployment");
+        let original =
+            json!({"metadata": {"name": "p"}, "spec": {"template": {"spec": {"containers": [{"name": "a"}]}}}});
+        for bad in [
+            json!({"spec": {"template": {"spec": {"containers": [{"image": "no-name"}]}}}}),
+            json!({"metadata": {"labels": {"$patch": "bogus"}}}),
+            json!({"spec": {"template": {"spec": {"containers": [{"name": "a", "$patch": "merge"}]}}}}),
+            json!({"metadata": {"$retainKeys": ["name"], "labels": {"x": "y"}}}),
+        ] {
+            assert!(apply(&original, &bad, def).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
     fn without_a_schema_lists_are_replaced() {
         let out = apply(&json!({"a": [1, 2], "m": {"x": 1}}), &json!({"a": [3], "m": {"y": 2}}), None).unwrap();
         assert_eq!(out, json!({"a": [3], "m": {"x": 1, "y": 2}}));

@@ -1,0 +1,105 @@
+//! kubectl's patching commands against `krate server --disable-agent`: client-side
+//! apply (three-way strategic merge with last-applied-configuration), `kubectl patch`
+//! (strategic by default, merge and json on request) and `kubectl edit`.
+
+mod common;
+
+use std::process::Command;
+
+use common::{Server, free_port, kubectl_binary};
+
+fn deployment(env_value: &str, sidecar: bool, replicas: u32) -> String {
+    let sidecar = if sidecar { "      - name: log\n        image: busybox\n" } else { "" };
+    format!(
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\n  namespace: default\n  labels: {{tier: front}}\nspec:\n  replicas: {replicas}\n  selector:\n    matchLabels: {{app: web}}\n  template:\n    metadata:\n      labels: {{app: web}}\n    spec:\n      containers:\n      - name: app\n        image: nginx\n        env: [{{name: MODE, value: \"{env_value}\"}}]\n{sidecar}"
+    )
+}
+
+#[test]
+fn apply_patch_and_edit_merge_strategically() {
+    let dir = tempfile::tempdir().unwrap();
+    let srv = Server::start(&dir.path().join("data"), free_port());
+    let manifest = dir.path().join("web.yaml");
+    let apply = |yaml: String| {
+        std::fs::write(&manifest, yaml).unwrap();
+        srv.kubectl_ok(&["apply", "--validate=false", "-f", manifest.to_str().unwrap()])
+    };
+    let get = |path: &str| srv.kubectl_ok(&["get", "deploy", "web", "-o", &format!("jsonpath={path}")]);
+
+    assert!(apply(deployment("a", true, 1)).contains("deployment.apps/web created"));
+    assert!(apply(deployment("a", true, 1)).contains("deployment.apps/web unchanged"));
+    // Someone else scales and labels the live object; apply must keep what it does not manage.
+    srv.kubectl_ok(&["label", "deploy", "web", "owner=ops"]);
+    srv.kubectl_ok(&["set", "env", "deploy/web", "-c", "app", "EXTRA=1"]);
+    assert!(apply(deployment("b", false, 2)).contains("deployment.apps/web configured"));
+    assert_eq!(get("{.spec.replicas}"), "2");
+    assert_eq!(get("{.spec.template.spec.containers[*].name}"), "app", "the dropped sidecar is deleted");
+    let env = get("{range .spec.template.spec.containers[0].env[*]}{.name}={.value} {end}");
+    assert_eq!(env.trim(), "MODE=b EXTRA=1", "env merges on its name: the live EXTRA stays");
+    assert_eq!(get("{.metadata.labels.owner} {.metadata.labels.tier}"), "ops front");
+
+    // kubectl patch is strategic by default: a container merges by name, others stay.
+    srv.kubectl_ok(&[
+        "patch",
+        "deploy",
+        "web",
+        "-p",
+        r#"{"spec":{"template":{"spec":{"containers":[{"name":"side","image":"busybox"}]}}}}"#,
+    ]);
+    // A new item goes first when no $setElementOrder is given, as upstream orders it.
+    assert_eq!(get("{.spec.template.spec.containers[*].name}"), "side app");
+    srv.kubectl_ok(&[
+        "patch",
+        "deploy",
+        "web",
+        "-p",
+        r#"{"spec":{"template":{"spec":{"containers":[{"name":"side","$patch":"delete"}]}}}}"#,
+    ]);
+    assert_eq!(get("{.spec.template.spec.containers[*].name}"), "app");
+    // The same change as a merge patch replaces the list; a JSON patch edits by index.
+    srv.kubectl_ok(&[
+        "patch",
+        "deploy",
+        "web",
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"template":{"spec":{"containers":[{"name":"only","image":"busybox"}]}}}}"#,
+    ]);
+    assert_eq!(get("{.spec.template.spec.containers[*].name}"), "only");
+    srv.kubectl_ok(&[
+        "patch",
+        "deploy",
+        "web",
+        "--type=json",
+        "-p",
+        r#"[{"op":"replace","path":"/spec/replicas","value":4}]"#,
+    ]);
+    assert_eq!(get("{.spec.replicas}"), "4");
+    // A strategic patch without the list's merge key is the client's mistake: 400, nothing changes.
+    let bad = srv.kubectl(&[
+        "patch",
+        "deploy",
+        "web",
+        "-p",
+        r#"{"spec":{"template":{"spec":{"containers":[{"image":"x"}]}}}}"#,
+    ]);
+    assert!(!bad.status.success());
+    let err = String::from_utf8_lossy(&bad.stderr);
+    assert!(err.contains("BadRequest") || err.contains("merge key"), "{err}");
+    assert_eq!(get("{.spec.template.spec.containers[0].image}"), "busybox");
+
+    // kubectl edit: the editor changes the image; kubectl sends a strategic patch.
+    let editor = dir.path().join("editor.sh");
+    std::fs::write(&editor, "#!/bin/sh\nsed -i 's/image: busybox/image: alpine/' \"$1\"\n").unwrap();
+    std::fs::set_permissions(&editor, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let out = Command::new(kubectl_binary())
+        .args(["edit", "--validate=false", "deploy", "web"])
+        .env("KUBECONFIG", srv.kubeconfig())
+        .env("KUBE_EDITOR", &editor)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("deployment.apps/web edited"));
+    assert_eq!(get("{.spec.template.spec.containers[0].image}"), "alpine");
+    srv.stop();
+}
