@@ -16,6 +16,9 @@ pub struct Cause {
 }
 
 impl Cause {
+    pub fn new(reason: impl Into<String>, message: impl Into<String>, field: impl Into<String>) -> Self {
+        Cause { reason: reason.into(), message: message.into(), field: field.into() }
+    }
     pub fn invalid(field: impl Into<String>, value: impl std::fmt::Display, detail: impl Into<String>) -> Self {
         let field = field.into();
         let detail = detail.into();
@@ -159,6 +162,13 @@ impl ApiError {
             format!("Operation cannot be fulfilled on {} \"{}\": {why}", t.qualified_resource(), t.name),
         );
         e.details = Some(Box::new(t.details()));
+        e
+    }
+    /// A server-side apply that would change fields other managers own: upstream's
+    /// details carry only the causes.
+    pub fn apply_conflict(message: String, causes: Vec<Cause>) -> Self {
+        let mut e = Self::new(409, "Conflict", message);
+        e.details = Some(Box::new(Details { causes, ..Default::default() }));
         e
     }
     /// The usual optimistic-concurrency conflict.

@@ -17,6 +17,7 @@ pub mod filter;
 pub mod generated;
 pub mod hooks;
 pub mod kinds;
+pub mod managedfields;
 pub mod object;
 pub mod registry;
 pub mod resource;

@@ -21,6 +21,7 @@ use crate::error::{ApiError, ApiResult, Cause, Target};
 use crate::fieldvalidation::{self, FieldProblems, FieldValidation, Warnings};
 use crate::filter::Filter;
 use crate::hooks::{RestHooks, undo_all};
+use crate::managedfields::{self, FieldManager, Operation as ManagedOperation};
 use crate::object;
 use crate::resource::{ResourceInfo, ResourceTable};
 use crate::strategy::DeleteAction;
@@ -73,6 +74,9 @@ pub struct Context<'a> {
     pub duplicate_fields: &'a [String],
     /// Where warnings for the client go; None for the server's own writes.
     pub warnings: Option<&'a Warnings>,
+    /// Who the write's fields are recorded under (managedFields); None leaves them as
+    /// they are (the server's own writes).
+    pub field_manager: Option<&'a FieldManager>,
 }
 
 impl<'a> Context<'a> {
@@ -85,6 +89,7 @@ impl<'a> Context<'a> {
             field_validation: FieldValidation::Ignore,
             duplicate_fields: &[],
             warnings: None,
+            field_manager: None,
         }
     }
 }
@@ -160,6 +165,16 @@ pub enum Patch {
     Merge(Value),
     /// application/strategic-merge-patch+json: built-in kinds only, as upstream.
     Strategic(Value),
+    /// application/apply-patch+yaml: server-side apply of a configuration.
+    Apply {
+        config: Value,
+        force: bool,
+    },
+}
+
+/// The manager an update-type write records its changes under, if any.
+fn update_manager<'a>(ctx: &Context<'a>) -> Option<&'a str> {
+    ctx.field_manager.filter(|m| m.operation == ManagedOperation::Update).map(|m| m.name.as_str())
 }
 
 pub struct Registry {
@@ -484,6 +499,9 @@ impl Registry {
                 object::meta_mut(&mut obj).insert("name".into(), json!(name));
             }
             r.strategy.prepare_for_create(&mut obj);
+            if let Some(manager) = update_manager(ctx) {
+                managedfields::record_update(r, None, &mut obj, manager, "")?;
+            }
             let name = object::name(&obj).to_string();
             let t = scope.target(&name);
             let mut causes = Self::validate_meta(r, &obj, true);
@@ -596,6 +614,9 @@ impl Registry {
         subresource: Option<&str>,
         ctx: &Context<'_>,
     ) -> ApiResult<Value> {
+        if let Patch::Apply { config, force } = patch {
+            return self.apply(scope, name, config, force, subresource, ctx).await.map(|(o, _)| o);
+        }
         let patch = Arc::new(patch);
         let r = &scope.resource;
         let definition = crate::schema::kind_definition(&r.group, &r.version, &r.kind);
@@ -616,6 +637,61 @@ impl Registry {
             })
             .await?;
         Ok(obj)
+    }
+
+    /// Server-side apply: merges `applied` into the object (creating it if absent) as
+    /// the apply manager in `ctx`. Returns the object and whether it was created.
+    pub async fn apply(
+        &self,
+        scope: &Scope,
+        name: &str,
+        applied: Value,
+        force: bool,
+        subresource: Option<&str>,
+        ctx: &Context<'_>,
+    ) -> ApiResult<(Value, bool)> {
+        let r = &scope.resource;
+        let manager = match ctx.field_manager {
+            Some(m) if m.operation == ManagedOperation::Apply => m.name.clone(),
+            _ => {
+                return Err(ApiError::bad_request(
+                    "PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: is required for apply patch",
+                ));
+            }
+        };
+        if object::name(&applied) != name {
+            return Err(ApiError::bad_request(format!(
+                "the name of the object ({}) does not match the name on the URL ({name})",
+                object::name(&applied)
+            )));
+        }
+        let sub = subresource.unwrap_or("");
+        for _ in 0..MAX_CONFLICT_RETRIES {
+            match self.get(scope, name).await {
+                Err(e) if e.code == 404 && subresource.is_none() => {
+                    let obj = managedfields::apply(r, None, &applied, &manager, sub, force)?;
+                    match self.create(scope, obj, ctx).await {
+                        Err(e) if e.reason == "AlreadyExists" => continue,
+                        other => return other.map(|o| (o, true)),
+                    }
+                }
+                Err(e) => return Err(e),
+                Ok(_) => {
+                    let applied = &applied;
+                    let manager = manager.as_str();
+                    return self
+                        .guaranteed_update(scope, name, None, subresource, ctx, move |current| {
+                            if current.is_null() {
+                                return Err(ApiError::not_found(&scope.target(name)));
+                            }
+                            managedfields::apply(r, Some(current), applied, manager, sub, force)
+                        })
+                        .await
+                        .map(|(o, _)| (o, false));
+                }
+            }
+        }
+        Err(ApiError::conflict(&scope.target(name), "too many concurrent changes; try again"))
     }
 
     /// Binds a pod to a node (pods/binding, and the legacy bindings resource): sets
@@ -758,6 +834,9 @@ impl Registry {
             };
             ctx.admission.mutate(&attrs, &mut new, Some(&old)).await?;
             Self::prepare_update(scope, &mut new, &old, subresource);
+            if let Some(manager) = update_manager(ctx) {
+                managedfields::record_update(r, Some(&old), &mut new, manager, subresource.unwrap_or(""))?;
+            }
             let mut causes = Self::validate_meta(r, &new, false);
             match subresource.filter(|s| r.strategy.subresource_fields(s).is_some()) {
                 Some(sub) => causes.extend(r.strategy.validate_subresource_update(sub, &new, &old)),
@@ -1256,6 +1335,11 @@ pub fn apply_patch(
         }
         Patch::Strategic(p) => {
             doc = crate::strategic::apply(current, p, definition).map_err(|e| ApiError::bad_request(e.to_string()))?;
+        }
+        Patch::Apply { .. } => {
+            return Err(ApiError::unsupported_media_type(
+                "application/apply-patch+yaml is not supported for this subresource",
+            ));
         }
     }
     Ok(doc)

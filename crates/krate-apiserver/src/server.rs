@@ -18,6 +18,7 @@ use serde_json::{Value, json};
 
 use krate_api::admission::Admission;
 use krate_api::fieldvalidation::{FieldValidation, Warnings};
+use krate_api::managedfields::{self, FieldManager, Operation as ManagedOperation};
 use krate_api::registry::{Context, DeleteOptions, Deleted, ListOptions, Patch, Scope, WatchOptions};
 use krate_api::user::UserInfo;
 use krate_api::{ApiError, Registry, ResourceInfo};
@@ -284,6 +285,9 @@ impl ApiServer {
             }
         };
         let field_validation = FieldValidation::parse(query.get("fieldValidation").map(String::as_str))?;
+        let user_agent = parts.headers.get(header::USER_AGENT).and_then(|v| v.to_str().ok());
+        let manager_name = managedfields::manager_name(query.get("fieldManager").map(String::as_str), user_agent)?;
+        let update_manager = manager_name.map(|name| FieldManager { name, operation: ManagedOperation::Update });
         let ctx = Context {
             user,
             admission: self.admission.as_ref(),
@@ -291,7 +295,18 @@ impl ApiServer {
             field_validation,
             duplicate_fields: &[],
             warnings: Some(warnings),
+            field_manager: update_manager.as_ref(),
         };
+        let force = match query.get("force").map(String::as_str) {
+            None => None,
+            Some("true" | "1") => Some(true),
+            Some("false" | "0") => Some(false),
+            Some(other) => return Err(ApiError::bad_request(format!("invalid force: {other}"))),
+        };
+        // Server-side apply records under the fieldManager the request names (required).
+        let apply_manager = query
+            .get("fieldManager")
+            .map(|name| FieldManager { name: name.clone(), operation: ManagedOperation::Apply });
         let name = info.name.as_deref().unwrap_or("");
         let sub = info.subresource.as_deref();
         match (info.verb.as_str(), sub) {
@@ -350,9 +365,8 @@ impl ApiServer {
             }
             ("patch", None) => {
                 let bytes = body::read(body).await?;
-                let patch = decode_patch(&parts.headers, &bytes)?;
-                let obj = self.registry.patch(&scope, name, patch, sub, &ctx).await?;
-                Ok(body::respond(StatusCode::OK, format, &obj))
+                let patch = decode_patch(&parts.headers, &bytes, force)?;
+                self.patch(&scope, name, patch, None, ctx, apply_manager.as_ref(), format).await
             }
             ("delete", None) => {
                 let bytes = body::read(body).await?;
@@ -380,9 +394,8 @@ impl ApiServer {
             }
             ("patch", Some(sub)) if r.strategy.subresource_fields(sub).is_some() && sub != "binding" => {
                 let bytes = body::read(body).await?;
-                let patch = decode_patch(&parts.headers, &bytes)?;
-                let obj = self.registry.patch(&scope, name, patch, Some(sub), &ctx).await?;
-                Ok(body::respond(StatusCode::OK, format, &obj))
+                let patch = decode_patch(&parts.headers, &bytes, force)?;
+                self.patch(&scope, name, patch, Some(sub), ctx, apply_manager.as_ref(), format).await
             }
             ("create", Some("binding")) => {
                 let binding = body::decode(&parts.headers, &body::read(body).await?)?;
@@ -399,7 +412,7 @@ impl ApiServer {
             }
             ("patch", Some("scale")) => {
                 let bytes = body::read(body).await?;
-                let patch = decode_patch(&parts.headers, &bytes)?;
+                let patch = decode_patch(&parts.headers, &bytes, force)?;
                 let scale =
                     self.registry.update_scale(&scope, name, |current| apply_patch(current, &patch), &ctx).await?;
                 Ok(body::respond(StatusCode::OK, format, &scale))
@@ -410,6 +423,28 @@ impl ApiServer {
             ))),
             (verb, None) => Err(ApiError::method_not_allowed(format!("{verb} is not supported on {}", r.plural))),
         }
+    }
+
+    /// PATCH of an object or a subresource; an apply patch returns 201 when it created.
+    #[allow(clippy::too_many_arguments)] // the parts of one request
+    async fn patch(
+        &self,
+        scope: &Scope,
+        name: &str,
+        patch: Patch,
+        sub: Option<&str>,
+        ctx: Context<'_>,
+        apply_manager: Option<&FieldManager>,
+        format: Format,
+    ) -> Result<Response<Body>, ApiError> {
+        if let Patch::Apply { config, force } = patch {
+            let ctx = Context { field_manager: apply_manager, ..ctx };
+            let (obj, created) = self.registry.apply(scope, name, config, force, sub, &ctx).await?;
+            let code = if created { StatusCode::CREATED } else { StatusCode::OK };
+            return Ok(body::respond(code, format, &obj));
+        }
+        let obj = self.registry.patch(scope, name, patch, sub, &ctx).await?;
+        Ok(body::respond(StatusCode::OK, format, &obj))
     }
 
     async fn bind(
@@ -587,11 +622,17 @@ fn delete_options(
     Ok((opts, dry_run))
 }
 
-fn decode_patch(headers: &http::HeaderMap, bytes: &[u8]) -> Result<Patch, ApiError> {
+fn decode_patch(headers: &http::HeaderMap, bytes: &[u8], force: Option<bool>) -> Result<Patch, ApiError> {
     let ct = body::content_type(headers);
     let parse = || -> Result<Value, ApiError> {
         serde_json::from_slice(bytes).map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}")))
     };
+    if force.is_some() && ct != "application/apply-patch+yaml" {
+        return Err(ApiError::invalid(
+            &krate_api::Target::new("meta.k8s.io", "", "PatchOptions", ""),
+            vec![krate_api::Cause::forbidden("force", "may not be specified for non-apply patch")],
+        ));
+    }
     match ct.as_str() {
         "application/json-patch+json" => {
             let v = parse()?;
@@ -602,13 +643,13 @@ fn decode_patch(headers: &http::HeaderMap, bytes: &[u8]) -> Result<Patch, ApiErr
         }
         "application/merge-patch+json" => Ok(Patch::Merge(parse()?)),
         "application/strategic-merge-patch+json" => Ok(Patch::Strategic(parse()?)),
-        "application/apply-patch+yaml" | "application/apply-patch+cbor" => {
-            Err(ApiError::unsupported_media_type(format!(
-                "{ct} is not supported yet by this version of krate; use application/json-patch+json or application/merge-patch+json"
-            )))
+        "application/apply-patch+yaml" => {
+            let config: Value = serde_yaml_ng::from_slice(bytes)
+                .map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))?;
+            Ok(Patch::Apply { config, force: force.unwrap_or(false) })
         }
         other => Err(ApiError::unsupported_media_type(format!(
-            "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json (got {other})"
+            "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml, application/strategic-merge-patch+json (got {other})"
         ))),
     }
 }

@@ -1,0 +1,276 @@
+//! Objects seen through their schema facts, the way server-side apply sees them:
+//! which paths an object sets, the value at a path, merging an applied configuration
+//! into a live object, and removing paths.
+
+use serde_json::{Map, Value};
+
+use super::fieldpath::{Path, PathElement, Set};
+use crate::schema::{self, Definition, Shape};
+
+/// How the value under a field is tracked.
+#[derive(Clone, Copy, Debug)]
+pub enum Kind {
+    /// Owned as a whole: scalars, atomic lists, maps and structs.
+    Leaf,
+    /// An object whose fields are tracked one by one (None: no schema is known).
+    Struct(Option<&'static Definition>),
+    /// A map whose keys are tracked one by one; values are structs of this definition,
+    /// or leaves.
+    Map(Option<&'static Definition>),
+    /// A list of scalars tracked as a set.
+    SetList,
+    /// A list of objects tracked by their key fields.
+    MapList(&'static [&'static str], Option<&'static Definition>),
+}
+
+fn struct_kind(def: Option<&'static Definition>) -> Kind {
+    match def {
+        Some(d) if d.map_type == Some("atomic") => Kind::Leaf,
+        d => Kind::Struct(d),
+    }
+}
+
+impl Kind {
+    /// The kind of the value under `key` of an object of this kind.
+    pub fn child(self, key: &str, value: &Value) -> Kind {
+        match self {
+            Kind::Struct(None) => {
+                if value.is_object() {
+                    Kind::Struct(None)
+                } else {
+                    Kind::Leaf
+                }
+            }
+            Kind::Struct(Some(def)) => match def.field(key) {
+                None => Kind::Leaf,
+                Some(f) => {
+                    let elem = f.elem.and_then(schema::definition);
+                    match f.shape {
+                        Shape::Struct if f.map_type != Some("atomic") => struct_kind(elem),
+                        Shape::Map if f.map_type != Some("atomic") => Kind::Map(elem),
+                        Shape::List => match f.list_type {
+                            Some("set") => Kind::SetList,
+                            Some("map") if !f.list_map_keys.is_empty() => Kind::MapList(f.list_map_keys, elem),
+                            _ => Kind::Leaf,
+                        },
+                        _ => Kind::Leaf,
+                    }
+                }
+            },
+            Kind::Map(Some(def)) => struct_kind(Some(def)),
+            _ => Kind::Leaf,
+        }
+    }
+}
+
+/// The key fields of a list-map item (None when one is missing).
+fn item_key(item: &Value, keys: &[&str]) -> Option<PathElement> {
+    let obj = item.as_object()?;
+    let mut m = Map::new();
+    for k in keys {
+        // Upstream's list-map keys may be optional with a default; a missing one is absent.
+        if let Some(v) = obj.get(*k) {
+            m.insert((*k).to_string(), v.clone());
+        }
+    }
+    (!m.is_empty()).then(|| PathElement::key(&m))
+}
+
+/// Every path `value` sets: leaves, and the items of sets and list-maps.
+pub fn field_set(value: &Value, kind: Kind) -> Set {
+    let mut out = Set::default();
+    walk(value, kind, &mut Vec::new(), &mut out);
+    out
+}
+
+fn walk(value: &Value, kind: Kind, path: &mut Path, out: &mut Set) {
+    match (kind, value) {
+        (Kind::Struct(_) | Kind::Map(_), Value::Object(m)) if !m.is_empty() => {
+            for (k, v) in m {
+                if v.is_null() {
+                    continue;
+                }
+                path.push(PathElement::Field(k.clone()));
+                walk(v, kind.child(k, v), path, out);
+                path.pop();
+            }
+        }
+        (Kind::SetList, Value::Array(items)) if !items.is_empty() => {
+            for item in items {
+                path.push(PathElement::value(item));
+                out.insert(path);
+                path.pop();
+            }
+        }
+        (Kind::MapList(keys, def), Value::Array(items)) if !items.is_empty() => {
+            if items.iter().any(|i| item_key(i, keys).is_none()) {
+                out.insert(path);
+                return;
+            }
+            for item in items {
+                path.push(item_key(item, keys).expect("checked above"));
+                out.insert(path);
+                walk(item, struct_kind(def), path, out);
+                path.pop();
+            }
+        }
+        _ => out.insert(path),
+    }
+}
+
+/// The value at `path`, if the object has one there.
+pub fn value_at<'a>(value: &'a Value, path: &[PathElement]) -> Option<&'a Value> {
+    let Some((first, rest)) = path.split_first() else { return Some(value) };
+    let next = match first {
+        PathElement::Field(n) => value.get(n)?,
+        PathElement::Key(k) => {
+            let key: Map<String, Value> = serde_json::from_str(k).ok()?;
+            value.as_array()?.iter().find(|i| key.iter().all(|(k, v)| i.get(k) == Some(v)))?
+        }
+        PathElement::Value(v) => value.as_array()?.iter().find(|i| i.to_string() == *v)?,
+        PathElement::Index(i) => value.as_array()?.get(*i)?,
+    };
+    value_at(next, rest)
+}
+
+/// Removes what `path` names from `value` (a field, or a list item).
+pub fn remove_at(value: &mut Value, path: &[PathElement]) {
+    let Some((last, parent)) = path.split_last() else { return };
+    let Some(parent) = value_at_mut(value, parent) else { return };
+    match last {
+        PathElement::Field(n) => {
+            parent.as_object_mut().map(|m| m.remove(n));
+        }
+        PathElement::Key(k) => {
+            let key: Map<String, Value> = serde_json::from_str(k).unwrap_or_default();
+            if let Some(items) = parent.as_array_mut() {
+                items.retain(|i| !key.iter().all(|(k, v)| i.get(k) == Some(v)));
+            }
+        }
+        PathElement::Value(v) => {
+            if let Some(items) = parent.as_array_mut() {
+                items.retain(|i| i.to_string() != *v);
+            }
+        }
+        PathElement::Index(i) => {
+            if let Some(items) = parent.as_array_mut()
+                && *i < items.len()
+            {
+                items.remove(*i);
+            }
+        }
+    }
+}
+
+fn value_at_mut<'a>(value: &'a mut Value, path: &[PathElement]) -> Option<&'a mut Value> {
+    let Some((first, rest)) = path.split_first() else { return Some(value) };
+    let next = match first {
+        PathElement::Field(n) => value.get_mut(n)?,
+        PathElement::Key(k) => {
+            let key: Map<String, Value> = serde_json::from_str(k).ok()?;
+            value.as_array_mut()?.iter_mut().find(|i| key.iter().all(|(k, v)| i.get(k) == Some(v)))?
+        }
+        PathElement::Value(v) => value.as_array_mut()?.iter_mut().find(|i| i.to_string() == *v)?,
+        PathElement::Index(i) => value.as_array_mut()?.get_mut(*i)?,
+    };
+    value_at_mut(next, rest)
+}
+
+/// Merges an applied configuration into the live object: structs and maps field by
+/// field, sets as unions, list-maps item by item on their keys, leaves replaced.
+pub fn merge(live: Option<&Value>, applied: &Value, kind: Kind) -> Value {
+    match (kind, live, applied) {
+        (Kind::Struct(_) | Kind::Map(_), Some(Value::Object(l)), Value::Object(a)) => {
+            let mut out = l.clone();
+            for (k, v) in a {
+                if v.is_null() {
+                    continue;
+                }
+                let merged = merge(l.get(k), v, kind.child(k, v));
+                out.insert(k.clone(), merged);
+            }
+            Value::Object(out)
+        }
+        (Kind::SetList, Some(Value::Array(l)), Value::Array(a)) => {
+            let mut out = l.clone();
+            out.extend(a.iter().filter(|v| !l.contains(v)).cloned());
+            Value::Array(out)
+        }
+        (Kind::MapList(keys, def), Some(Value::Array(l)), Value::Array(a)) => {
+            let mut out = l.clone();
+            for item in a {
+                let key = item_key(item, keys);
+                match out.iter_mut().find(|o| key.is_some() && item_key(o, keys) == key) {
+                    Some(existing) => *existing = merge(Some(existing), item, struct_kind(def)),
+                    None => out.push(merge(None, item, struct_kind(def))),
+                }
+            }
+            Value::Array(out)
+        }
+        (_, _, Value::Object(a)) => {
+            // Nothing to merge into: the applied value, without its nulls.
+            Value::Object(a.iter().filter(|(_, v)| !v.is_null()).map(|(k, v)| (k.clone(), strip_nulls(v))).collect())
+        }
+        (_, _, a) => a.clone(),
+    }
+}
+
+fn strip_nulls(v: &Value) -> Value {
+    match v {
+        Value::Object(m) => {
+            Value::Object(m.iter().filter(|(_, v)| !v.is_null()).map(|(k, v)| (k.clone(), strip_nulls(v))).collect())
+        }
+        Value::Array(a) => Value::Array(a.iter().map(strip_nulls).collect()),
+        other => other.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn deployment() -> Kind {
+        Kind::Struct(schema::kind_definition("apps", "v1", "Deployment"))
+    }
+
+    #[test]
+    fn field_sets_follow_list_and_map_types() {
+        let d = json!({"metadata": {"labels": {"app": "x"}, "finalizers": ["a"]},
+            "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "x"}},
+                     "template": {"spec": {"containers": [{"name": "c", "image": "i", "args": ["1"]}]}}}});
+        let set = field_set(&d, deployment());
+        let fields = set.to_fields_v1();
+        assert_eq!(
+            fields,
+            json!({
+                "f:metadata": {"f:labels": {"f:app": {}}, "f:finalizers": {"v:\"a\"": {}}},
+                "f:spec": {"f:replicas": {}, "f:selector": {},
+                    "f:template": {"f:spec": {"f:containers": {"k:{\"name\":\"c\"}": {".": {}, "f:name": {}, "f:image": {}, "f:args": {}}}}}}
+            })
+        );
+        for p in set.paths() {
+            assert!(value_at(&d, &p).is_some(), "{p:?}");
+        }
+    }
+
+    #[test]
+    fn merge_and_remove() {
+        let live = json!({"spec": {"replicas": 1, "template": {"spec": {"containers": [{"name": "a", "image": "1"}, {"name": "b", "image": "2"}]}}}});
+        let applied = json!({"spec": {"template": {"spec": {"containers": [{"name": "b", "image": "3"}, {"name": "c", "image": "4"}]}}}});
+        let mut merged = merge(Some(&live), &applied, deployment());
+        assert_eq!(merged["spec"]["replicas"], 1);
+        let images: Vec<&str> = merged["spec"]["template"]["spec"]["containers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["image"].as_str().unwrap())
+            .collect();
+        assert_eq!(images, ["1", "3", "4"]);
+        let item = field_set(&json!({"spec": {"template": {"spec": {"containers": [{"name": "a"}]}}}}), deployment());
+        for p in item.paths() {
+            remove_at(&mut merged, &p);
+        }
+        assert_eq!(merged["spec"]["template"]["spec"]["containers"].as_array().unwrap().len(), 2);
+    }
+}
