@@ -833,7 +833,20 @@ impl Registry {
                 dry_run: ctx.dry_run,
             };
             ctx.admission.mutate(&attrs, &mut new, Some(&old)).await?;
+            // An apply computed the managedFields itself; a subresource write keeps
+            // only its own fields of the object, so they are carried over.
+            let applied_fields = ctx
+                .field_manager
+                .filter(|m| m.operation == ManagedOperation::Apply)
+                .map(|_| new.pointer("/metadata/managedFields").cloned());
             Self::prepare_update(scope, &mut new, &old, subresource);
+            if let Some(fields) = applied_fields {
+                let m = object::meta_mut(&mut new);
+                match fields {
+                    Some(f) => m.insert("managedFields".into(), f),
+                    None => m.remove("managedFields"),
+                };
+            }
             if let Some(manager) = update_manager(ctx) {
                 managedfields::record_update(r, Some(&old), &mut new, manager, subresource.unwrap_or(""))?;
             }

@@ -93,6 +93,19 @@ async fn apply_creates_merges_conflicts_and_removes() {
     assert_eq!(spec.replicas, Some(5));
     let labels = after.metadata.labels.clone().unwrap();
     assert_eq!((labels.get("team"), labels.get("owner").map(String::as_str)), (None, Some("bob")));
+
+    // A controller applies status through the status subresource: recorded with it.
+    let status = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"},
+        "status": {"replicas": 1, "observedGeneration": 3}});
+    let with_status = api.patch_status("web", &PatchParams::apply("ctrl"), &Patch::Apply(status)).await.unwrap();
+    assert_eq!(with_status.status.as_ref().unwrap().replicas, Some(1));
+    assert_eq!(with_status.spec.as_ref().unwrap().replicas, Some(5), "a status apply leaves the spec");
+    let v = serde_json::to_value(&with_status).unwrap();
+    let entry =
+        v["metadata"]["managedFields"].as_array().unwrap().iter().find(|e| e["manager"] == "ctrl").unwrap().clone();
+    assert_eq!(entry["subresource"], "status");
+    assert_eq!(entry["fieldsV1"], json!({"f:status": {"f:observedGeneration": {}, "f:replicas": {}}}));
+    assert!(managers(&with_status).contains(&("alice".to_string(), "Apply".to_string())));
 }
 
 #[tokio::test]

@@ -103,3 +103,67 @@ fn apply_patch_and_edit_merge_strategically() {
     assert_eq!(get("{.spec.template.spec.containers[0].image}"), "alpine");
     srv.stop();
 }
+
+#[test]
+fn server_side_apply_with_kubectl() {
+    let dir = tempfile::tempdir().unwrap();
+    let srv = Server::start(&dir.path().join("data"), free_port());
+    let manifest = dir.path().join("web.yaml");
+    let apply = |yaml: String, extra: &[&str]| {
+        std::fs::write(&manifest, yaml).unwrap();
+        let mut args = vec!["apply", "--server-side", "--validate=false", "-f", manifest.to_str().unwrap()];
+        args.extend_from_slice(extra);
+        srv.kubectl(&args)
+    };
+    let get = |path: &str| srv.kubectl_ok(&["get", "deploy", "web", "-o", &format!("jsonpath={path}")]);
+
+    let out = apply(deployment("a", true, 1), &[]);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("deployment.apps/web serverside-applied"));
+    let managed = srv.kubectl_ok(&["get", "deploy", "web", "-o", "yaml", "--show-managed-fields"]);
+    assert!(managed.contains("manager: kubectl\n    operation: Apply"), "{managed}");
+    assert!(managed.contains("k:{\"name\":\"log\"}:"), "{managed}");
+
+    // kubectl scale owns replicas now: a different value in the manifest conflicts.
+    srv.kubectl_ok(&["scale", "deploy", "web", "--replicas=3"]);
+    let out = apply(deployment("a", true, 2), &[]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(
+            "Apply failed with 1 conflict: conflict with \"kubectl\" with subresource \"scale\" using apps/v1: .spec.replicas"
+        ),
+        "{err}"
+    );
+    assert_eq!(get("{.spec.replicas}"), "3");
+    let out = apply(deployment("a", true, 2), &["--force-conflicts"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(get("{.spec.replicas}"), "2");
+
+    // Fields the manifest stops setting go when nobody else owns them.
+    assert!(apply(deployment("b", false, 2), &[]).status.success());
+    assert_eq!(get("{.spec.template.spec.containers[*].name}"), "app");
+    assert_eq!(get("{.spec.template.spec.containers[0].env[0].value}"), "b");
+    srv.stop();
+}
+
+#[test]
+fn client_side_apply_upgrades_to_server_side() {
+    let dir = tempfile::tempdir().unwrap();
+    let srv = Server::start(&dir.path().join("data"), free_port());
+    let manifest = dir.path().join("web.yaml");
+    std::fs::write(&manifest, deployment("a", true, 1)).unwrap();
+    let path = manifest.to_str().unwrap();
+    srv.kubectl_ok(&["apply", "--validate=false", "-f", path]);
+    // The first server-side apply takes over the client-side apply's fields…
+    srv.kubectl_ok(&["apply", "--server-side", "--validate=false", "-f", path]);
+    let managed = srv.kubectl_ok(&["get", "deploy", "web", "-o", "yaml", "--show-managed-fields"]);
+    assert!(!managed.contains("manager: kubectl-client-side-apply"), "{managed}");
+    // …so dropping the sidecar from the manifest removes it.
+    std::fs::write(&manifest, deployment("a", false, 1)).unwrap();
+    srv.kubectl_ok(&["apply", "--server-side", "--validate=false", "-f", path]);
+    assert_eq!(
+        srv.kubectl_ok(&["get", "deploy", "web", "-o", "jsonpath={.spec.template.spec.containers[*].name}"]),
+        "app"
+    );
+    srv.stop();
+}
