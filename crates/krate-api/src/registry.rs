@@ -507,6 +507,9 @@ impl Registry {
             let mut causes = Self::validate_meta(r, &obj, true);
             causes.extend(r.strategy.validate(&obj));
             causes_if_any(&t, causes)?;
+            if let Some(w) = ctx.warnings {
+                r.strategy.warnings(&obj, None).into_iter().for_each(|m| w.add(m));
+            }
             let attrs = Attributes { name: &name, ..attrs };
             ctx.admission.validate(&attrs, Some(&obj), None).await?;
             let hooks = self.hooks_for(r);
@@ -859,6 +862,9 @@ impl Registry {
                 }
             }
             causes_if_any(&t, causes)?;
+            if let (Some(w), None) = (ctx.warnings, subresource) {
+                r.strategy.warnings(&new, Some(&old)).into_iter().for_each(|m| w.add(m));
+            }
             ctx.admission.validate(&attrs, Some(&new), Some(&old)).await?;
             let hooks = self.hooks_for(r).filter(|_| subresource.is_none_or(|s| s == "scale"));
             let undos = match &hooks {

@@ -41,6 +41,10 @@ pub trait Strategy: Send + Sync {
     fn validate(&self, _obj: &Value) -> Vec<Cause> {
         Vec::new()
     }
+    /// Warnings for the client about a valid object (old: the object being updated).
+    fn warnings(&self, _obj: &Value, _old: Option<&Value>) -> Vec<String> {
+        Vec::new()
+    }
     fn validate_update(&self, _new: &Value, _old: &Value) -> Vec<Cause> {
         Vec::new()
     }
@@ -158,6 +162,9 @@ impl Strategy for Namespaces {
 
 struct Pods;
 impl Strategy for Pods {
+    fn warnings(&self, obj: &Value, _old: Option<&Value>) -> Vec<String> {
+        kinds::warnings::pod("", obj)
+    }
     fn tracks_generation(&self) -> bool {
         true
     }
@@ -446,6 +453,8 @@ struct Kind {
     on_update: fn(&mut Value, &Value),
     validate: fn(&Value) -> Vec<Cause>,
     validate_update: fn(&Value, &Value) -> Vec<Cause>,
+    /// Where the kind keeps a pod template, for upstream's pod warnings.
+    template: Option<&'static str>,
 }
 
 impl Kind {
@@ -459,6 +468,7 @@ impl Kind {
         on_update: no_update_prep,
         validate: no_causes,
         validate_update: no_update_causes,
+        template: None,
     };
     /// A kind that keeps metadata.generation.
     const GENERATIONAL: Kind = Kind { generation: true, ..Kind::BASE };
@@ -487,6 +497,9 @@ impl Strategy for Kind {
     }
     fn allow_create_on_update(&self) -> bool {
         self.upsert
+    }
+    fn warnings(&self, obj: &Value, old: Option<&Value>) -> Vec<String> {
+        self.template.map(|t| kinds::warnings::template(obj, old, t)).unwrap_or_default()
     }
     fn selectable_fields(&self) -> &'static [(&'static str, &'static str)] {
         self.selectable
@@ -521,11 +534,13 @@ fn validated_kind(group: &str, kind: &str) -> Option<Kind> {
             selectable: REPLICAS,
             defaults: apps::default_replication_controller,
             validate: apps::validate_replication_controller,
+            template: Some("/spec/template"),
             ..Kind::GENERATIONAL
         },
         ("", "PodTemplate") => Kind {
             defaults: apps::default_pod_template_object,
             validate: apps::validate_pod_template_object,
+            template: Some("/template"),
             ..Kind::BASE
         },
         ("", "PersistentVolumeClaim") => Kind {
@@ -540,6 +555,7 @@ fn validated_kind(group: &str, kind: &str) -> Option<Kind> {
             on_update: apps::deployment_generation,
             validate: apps::validate_deployment,
             validate_update: apps::validate_deployment_update,
+            template: Some("/spec/template"),
             ..Kind::GENERATIONAL
         },
         ("apps", "ReplicaSet") => Kind {
@@ -547,12 +563,14 @@ fn validated_kind(group: &str, kind: &str) -> Option<Kind> {
             defaults: apps::default_replica_set,
             validate: apps::validate_replica_set,
             validate_update: apps::validate_replica_set_update,
+            template: Some("/spec/template"),
             ..Kind::GENERATIONAL
         },
         ("apps", "DaemonSet") => Kind {
             defaults: apps::default_daemon_set,
             validate: apps::validate_daemon_set,
             validate_update: apps::validate_daemon_set_update,
+            template: Some("/spec/template"),
             ..Kind::GENERATIONAL
         },
         ("apps", "StatefulSet") => Kind {
@@ -560,6 +578,7 @@ fn validated_kind(group: &str, kind: &str) -> Option<Kind> {
             defaults: apps::default_stateful_set,
             validate: apps::validate_stateful_set,
             validate_update: apps::validate_stateful_set_update,
+            template: Some("/spec/template"),
             ..Kind::GENERATIONAL
         },
         ("batch", "Job") => Kind {
@@ -568,11 +587,15 @@ fn validated_kind(group: &str, kind: &str) -> Option<Kind> {
             on_create: batch::generate_selector,
             validate: batch::validate_job,
             validate_update: batch::validate_job_update,
+            template: Some("/spec/template"),
             ..Kind::GENERATIONAL
         },
-        ("batch", "CronJob") => {
-            Kind { defaults: batch::default_cron_job, validate: batch::validate_cron_job, ..Kind::GENERATIONAL }
-        }
+        ("batch", "CronJob") => Kind {
+            defaults: batch::default_cron_job,
+            validate: batch::validate_cron_job,
+            template: Some("/spec/jobTemplate/spec/template"),
+            ..Kind::GENERATIONAL
+        },
         ("policy", "PodDisruptionBudget") => Kind { validate: policy::validate_pdb, ..Kind::GENERATIONAL },
         ("networking.k8s.io", "NetworkPolicy") => Kind {
             defaults: networking::default_network_policy,

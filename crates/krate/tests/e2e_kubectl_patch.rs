@@ -167,3 +167,114 @@ fn client_side_apply_upgrades_to_server_side() {
     );
     srv.stop();
 }
+
+/// The everyday commands that read and change objects: the API side of each.
+#[test]
+fn everyday_commands() {
+    let dir = tempfile::tempdir().unwrap();
+    let srv = Server::start(&dir.path().join("data"), free_port());
+    let manifest = dir.path().join("web.yaml");
+    std::fs::write(&manifest, deployment("a", false, 1)).unwrap();
+    let path = manifest.to_str().unwrap();
+    srv.kubectl_ok(&["apply", "--validate=false", "-f", path]);
+    let get = |path: &str| srv.kubectl_ok(&["get", "deploy", "web", "-o", &format!("jsonpath={path}")]);
+
+    // kubectl diff: a server dry run, nothing stored.
+    std::fs::write(&manifest, deployment("b", false, 3)).unwrap();
+    let diff = srv.kubectl(&["diff", "-f", path]);
+    assert_eq!(diff.status.code(), Some(1), "differences exit 1: {}", String::from_utf8_lossy(&diff.stderr));
+    let text = String::from_utf8_lossy(&diff.stdout);
+    assert!(text.contains("-  replicas: 1") && text.contains("+  replicas: 3"), "{text}");
+    assert_eq!(get("{.spec.replicas}"), "1", "diff changes nothing");
+
+    // set image|env|resources, label --overwrite, rollout restart.
+    srv.kubectl_ok(&["set", "image", "deploy/web", "app=nginx:9"]);
+    srv.kubectl_ok(&["set", "env", "deploy/web", "-c", "app", "MODE=c"]);
+    srv.kubectl_ok(&["set", "resources", "deploy/web", "-c", "app", "--limits=cpu=200m,memory=64Mi"]);
+    let refused = srv.kubectl(&["label", "deploy", "web", "tier=back"]);
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("already has a value (front)"));
+    srv.kubectl_ok(&["label", "deploy", "web", "tier=back", "--overwrite"]);
+    srv.kubectl_ok(&["annotate", "deploy", "web", "note=x"]);
+    srv.kubectl_ok(&["annotate", "deploy", "web", "note=y", "--overwrite"]);
+    srv.kubectl_ok(&["rollout", "restart", "deploy/web"]);
+    let c = "{.spec.template.spec.containers[0]";
+    assert_eq!(get(&format!("{c}.image}} {c}.env[0].value}} {c}.resources.limits.cpu}}")), "nginx:9 c 200m");
+    assert_eq!(get("{.metadata.labels.tier} {.metadata.annotations.note}"), "back y");
+    assert!(get("{.spec.template.metadata.annotations}").contains("kubectl.kubernetes.io/restartedAt"));
+
+    // wait, sort-by, and the output forms.
+    srv.kubectl_ok(&["wait", "--for=jsonpath={.spec.replicas}=1", "deploy/web", "--timeout=10s"]);
+    for (name, n) in [("b", "2"), ("a", "3"), ("c", "1")] {
+        let cm = dir.path().join(format!("{name}.yaml"));
+        std::fs::write(
+            &cm,
+            format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm-{name}\n  labels: {{n: \"{n}\"}}\n"),
+        )
+        .unwrap();
+        srv.kubectl_ok(&["create", "--validate=false", "-f", cm.to_str().unwrap()]);
+    }
+    let sorted = srv.kubectl_ok(&["get", "cm", "-l", "n", "--sort-by=.metadata.labels.n", "-o", "name"]);
+    assert_eq!(sorted.split_whitespace().collect::<Vec<_>>(), ["configmap/cm-c", "configmap/cm-b", "configmap/cm-a"]);
+    let cols = srv.kubectl_ok(&["get", "cm", "cm-a", "-o", "custom-columns=NAME:.metadata.name,N:.metadata.labels.n"]);
+    assert_eq!(common::squeeze(&cols), ["NAME N", "cm-a 3"]);
+    let yaml = srv.kubectl_ok(&["get", "cm", "cm-a", "-o", "yaml"]);
+    assert!(yaml.contains("kind: ConfigMap") && yaml.contains("name: cm-a"));
+    let json: serde_json::Value =
+        serde_json::from_str(&srv.kubectl_ok(&["get", "cm", "-l", "n", "-o", "json"])).unwrap();
+    assert_eq!(json["kind"], "List");
+    assert_eq!(json["items"].as_array().unwrap().len(), 3);
+
+    // replace, and replace --force (delete and create: a new uid).
+    let live = srv.kubectl_ok(&["get", "cm", "cm-a", "-o", "yaml"]).replace("n: \"3\"", "n: \"9\"");
+    let live_file = dir.path().join("live.yaml");
+    std::fs::write(&live_file, live).unwrap();
+    srv.kubectl_ok(&["replace", "--validate=false", "-f", live_file.to_str().unwrap()]);
+    assert_eq!(srv.kubectl_ok(&["get", "cm", "cm-a", "-o", "jsonpath={.metadata.labels.n}"]), "9");
+    let uid = srv.kubectl_ok(&["get", "cm", "cm-a", "-o", "jsonpath={.metadata.uid}"]);
+    let stale = srv.kubectl(&["replace", "--validate=false", "-f", live_file.to_str().unwrap()]);
+    assert!(
+        String::from_utf8_lossy(&stale.stderr).contains("the object has been modified"),
+        "a stale replace is a conflict"
+    );
+    srv.kubectl_ok(&["replace", "--force", "--validate=false", "-f", live_file.to_str().unwrap()]);
+    assert_ne!(srv.kubectl_ok(&["get", "cm", "cm-a", "-o", "jsonpath={.metadata.uid}"]), uid);
+    srv.stop();
+}
+
+#[test]
+fn warnings_reach_kubectl() {
+    let dir = tempfile::tempdir().unwrap();
+    let srv = Server::start(&dir.path().join("data"), free_port());
+    let file = dir.path().join("pod.yaml");
+    std::fs::write(
+        &file,
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\nspec:\n  nodeSelector: {beta.kubernetes.io/os: linux}\n  containers:\n  - name: c\n    image: busybox\n    env: [{name: X, value: \"1\"}, {name: X, value: \"2\"}]\n",
+    )
+    .unwrap();
+    let out = srv.kubectl(&["create", "--validate=false", "-f", file.to_str().unwrap()]);
+    assert!(out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("Warning: spec.nodeSelector[beta.kubernetes.io/os]: deprecated since v1.14; use \"kubernetes.io/os\" instead"),
+        "{err}"
+    );
+    assert!(err.contains("Warning: spec.containers[0].env[1]: hides previous definition of \"X\""), "{err}");
+    // A workload's template warns with its own path, on create and when the template changes.
+    let out = srv.kubectl(&["create", "deployment", "d", "--image=busybox", "--dry-run=client", "-o", "yaml"]);
+    let yaml = String::from_utf8_lossy(&out.stdout).replace(
+        "      containers:",
+        "      nodeSelector: {failure-domain.beta.kubernetes.io/zone: a}\n      containers:",
+    );
+    std::fs::write(&file, yaml).unwrap();
+    let out = srv.kubectl(&["apply", "--validate=false", "-f", file.to_str().unwrap()]);
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains(
+            "Warning: spec.template.spec.nodeSelector[failure-domain.beta.kubernetes.io/zone]: deprecated since v1.17"
+        ),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = srv.kubectl(&["label", "deploy", "d", "x=y"]);
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("Warning"), "an unchanged template does not warn again");
+    srv.stop();
+}

@@ -22,6 +22,7 @@ pub mod policy;
 pub mod quantity;
 pub mod rbac;
 pub mod storage;
+pub mod warnings;
 
 use serde_json::{Map, Value, json};
 
