@@ -208,28 +208,28 @@ fn everyday_commands() {
         let cm = dir.path().join(format!("{name}.yaml"));
         std::fs::write(
             &cm,
-            format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm-{name}\n  labels: {{n: \"{n}\"}}\n"),
+            format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm-{name}\n  labels: {{rank: \"{n}\"}}\n"),
         )
         .unwrap();
         srv.kubectl_ok(&["create", "--validate=false", "-f", cm.to_str().unwrap()]);
     }
-    let sorted = srv.kubectl_ok(&["get", "cm", "-l", "n", "--sort-by=.metadata.labels.n", "-o", "name"]);
+    let sorted = srv.kubectl_ok(&["get", "cm", "-l", "rank", "--sort-by=.metadata.labels.rank", "-o", "name"]);
     assert_eq!(sorted.split_whitespace().collect::<Vec<_>>(), ["configmap/cm-c", "configmap/cm-b", "configmap/cm-a"]);
-    let cols = srv.kubectl_ok(&["get", "cm", "cm-a", "-o", "custom-columns=NAME:.metadata.name,N:.metadata.labels.n"]);
+    let cols = srv.kubectl_ok(&["get", "cm", "cm-a", "-o", "custom-columns=NAME:.metadata.name,N:.metadata.labels.rank"]);
     assert_eq!(common::squeeze(&cols), ["NAME N", "cm-a 3"]);
     let yaml = srv.kubectl_ok(&["get", "cm", "cm-a", "-o", "yaml"]);
     assert!(yaml.contains("kind: ConfigMap") && yaml.contains("name: cm-a"));
     let json: serde_json::Value =
-        serde_json::from_str(&srv.kubectl_ok(&["get", "cm", "-l", "n", "-o", "json"])).unwrap();
+        serde_json::from_str(&srv.kubectl_ok(&["get", "cm", "-l", "rank", "-o", "json"])).unwrap();
     assert_eq!(json["kind"], "List");
     assert_eq!(json["items"].as_array().unwrap().len(), 3);
 
     // replace, and replace --force (delete and create: a new uid).
-    let live = srv.kubectl_ok(&["get", "cm", "cm-a", "-o", "yaml"]).replace("n: \"3\"", "n: \"9\"");
+    let live = srv.kubectl_ok(&["get", "cm", "cm-a", "-o", "yaml"]).replace("rank: \"3\"", "rank: \"9\"");
     let live_file = dir.path().join("live.yaml");
     std::fs::write(&live_file, live).unwrap();
     srv.kubectl_ok(&["replace", "--validate=false", "-f", live_file.to_str().unwrap()]);
-    assert_eq!(srv.kubectl_ok(&["get", "cm", "cm-a", "-o", "jsonpath={.metadata.labels.n}"]), "9");
+    assert_eq!(srv.kubectl_ok(&["get", "cm", "cm-a", "-o", "jsonpath={.metadata.labels.rank}"]), "9");
     let uid = srv.kubectl_ok(&["get", "cm", "cm-a", "-o", "jsonpath={.metadata.uid}"]);
     let stale = srv.kubectl(&["replace", "--validate=false", "-f", live_file.to_str().unwrap()]);
     assert!(
