@@ -48,6 +48,7 @@ pub struct ApiServer {
     config: ApiServerConfig,
     ready: AtomicBool,
     inflight: crate::inflight::InflightLimits,
+    openapi: crate::openapi::OpenApi,
 }
 
 /// Paths anyone may read, as upstream's system:public-info-viewer role allows.
@@ -62,11 +63,17 @@ fn is_discovery_path(path: &str) -> bool {
     p == "/api" || p == "/apis" || p.starts_with("/api/") || p.starts_with("/apis/") || p.starts_with("/openapi")
 }
 
+/// Paths whose handlers read Accept themselves (aggregated discovery, OpenAPI).
+fn negotiates_itself(info: &RequestInfo) -> bool {
+    let p = info.path.trim_end_matches('/');
+    !info.is_resource && (p == "/api" || p == "/apis" || p.starts_with("/openapi/"))
+}
+
 impl ApiServer {
     pub fn new(registry: Arc<Registry>, admission: Arc<dyn Admission>, config: ApiServerConfig) -> Self {
         let inflight =
             crate::inflight::InflightLimits::new(config.max_requests_inflight, config.max_mutating_requests_inflight);
-        ApiServer { registry, admission, config, ready: AtomicBool::new(false), inflight }
+        ApiServer { registry, admission, config, ready: AtomicBool::new(false), inflight, openapi: Default::default() }
     }
 
     /// Marks start-up work (system namespaces…) as done: /readyz passes from now on.
@@ -107,7 +114,9 @@ impl ApiServer {
         let response = match permit.and_then(|p| self.authenticate_and_authorize(user, &info).map(|u| (u, p))) {
             Err(e) => body::error(&e, format),
             Ok((user, _permit)) => {
-                if let Err(e) = body::negotiate(&parts.headers) {
+                if let Err(e) = body::negotiate(&parts.headers)
+                    && !negotiates_itself(&info)
+                {
                     body::error(&e, Format::Json)
                 } else if info.is_resource {
                     let warnings = Warnings::default();
@@ -119,7 +128,7 @@ impl ApiServer {
                     body::add_warnings(&mut response, warnings.take());
                     response
                 } else {
-                    self.non_resource(&info, &query, format).await
+                    self.non_resource(&info, &query, &parts.headers, format).await
                 }
             }
         };
@@ -197,6 +206,7 @@ impl ApiServer {
         &self,
         info: &RequestInfo,
         query: &HashMap<String, String>,
+        headers: &http::HeaderMap,
         format: Format,
     ) -> Response<Body> {
         let path = info.path.trim_end_matches('/');
@@ -215,8 +225,16 @@ impl ApiServer {
             }
             ["version"] => body::respond(StatusCode::OK, format, &health::version_info()),
             ["metrics"] => body::text(StatusCode::OK, metrics::render()),
+            ["api" | "apis"] if let Some(v) = discovery::aggregated_version(headers) => {
+                let doc = discovery::aggregated(&self.registry.table, segments[0] == "api", v);
+                let bytes = Bytes::from(serde_json::to_vec(&doc).unwrap_or_default());
+                let etag = crate::conditional::hash(&bytes);
+                let ct = discovery::aggregated_content_type(v);
+                crate::conditional::respond(headers, &etag, bytes, &ct, "no-cache, private")
+            }
             ["api"] => body::respond(StatusCode::OK, format, &discovery::api_versions(&self.config.advertise_address)),
             ["apis"] => body::respond(StatusCode::OK, format, &discovery::api_group_list(&self.registry.table)),
+            ["openapi", rest @ ..] => self.openapi.serve(&self.registry.table, rest, headers, query),
             ["api", version] => match discovery::api_resource_list(&self.registry.table, "", version) {
                 Some(doc) => body::respond(StatusCode::OK, format, &doc),
                 None => not_found(),
