@@ -8,7 +8,7 @@ use schemars::generate::SchemaSettings;
 use serde_json::{Map, Value, json};
 
 use krate_api::generated::schema::KINDS;
-use krate_api::schema::{self, Shape};
+use krate_api::schema;
 
 use super::types::TYPES;
 
@@ -38,6 +38,20 @@ const METADATA_REQUIRED: &[&str] = &[
     "io.k8s.api.apiserverinternal.v1alpha1.StorageVersion",
     "io.k8s.api.core.v1.Event",
     "io.k8s.api.resource.v1alpha3.ResourcePoolStatusRequest",
+];
+
+/// Definitions whose `required` differs in k8s-openapi (which requires the fields its
+/// Rust types do not make optional): upstream's list.
+const REQUIRED_AS_UPSTREAM: &[(&str, &[&str])] = &[
+    ("io.k8s.api.core.v1.ConfigMapEnvSource", &[]),
+    ("io.k8s.api.core.v1.ConfigMapKeySelector", &["key"]),
+    ("io.k8s.api.core.v1.ConfigMapProjection", &[]),
+    ("io.k8s.api.core.v1.ConfigMapVolumeSource", &[]),
+    ("io.k8s.api.core.v1.LocalObjectReference", &[]),
+    ("io.k8s.api.core.v1.SecretEnvSource", &[]),
+    ("io.k8s.api.core.v1.SecretKeySelector", &["key"]),
+    ("io.k8s.api.core.v1.SecretProjection", &[]),
+    ("io.k8s.api.events.v1.Event", &["eventTime"]),
 ];
 
 fn type_of(name: &str) -> Option<fn(&mut schemars::SchemaGenerator) -> schemars::Schema> {
@@ -132,6 +146,12 @@ fn decorate(name: &str, def: &mut Value) {
             }
         }
     }
+    if let Some((_, required)) = REQUIRED_AS_UPSTREAM.iter().find(|(n, _)| *n == name) {
+        match required.is_empty() {
+            true => obj.remove("required"),
+            false => obj.insert("required".into(), json!(required)),
+        };
+    }
     let Some(facts) = schema::definition(name) else { return };
     if let Some(mt) = facts.map_type {
         obj.insert("x-kubernetes-map-type".into(), json!(mt));
@@ -139,9 +159,7 @@ fn decorate(name: &str, def: &mut Value) {
     let Some(Value::Object(props)) = obj.get_mut("properties") else { return };
     for field in facts.fields {
         let Some(Value::Object(prop)) = props.get_mut(field.name) else { continue };
-        if field.shape == Shape::List
-            && let Some(lt) = field.list_type
-        {
+        if let Some(lt) = field.list_type {
             prop.insert("x-kubernetes-list-type".into(), json!(lt));
         }
         if !field.list_map_keys.is_empty() {
