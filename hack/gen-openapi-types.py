@@ -31,9 +31,11 @@ out = ['//! Kinds k8s-openapi describes, by upstream definition name. Generated 
        'use schemars::{JsonSchema, Schema, SchemaGenerator};', '',
        'fn add<T: JsonSchema>(generator: &mut SchemaGenerator) -> Schema {',
        '    generator.subschema_for::<T>()', '}', '',
+       '/// Adds a kind\'s schema (and all it reaches) to a generator.',
+       'pub type AddSchema = fn(&mut SchemaGenerator) -> Schema;', '',
        '/// Sorted by name (binary-searched).',
        '#[rustfmt::skip]',
-       'pub static TYPES: &[(&str, fn(&mut SchemaGenerator) -> Schema)] = &[']
+       'pub static TYPES: &[(&str, AddSchema)] = &[']
 for n in names:
     out.append(f'    ("{n}", add::<{types[n]}>),')
 out.append('];')

@@ -54,7 +54,7 @@ const REQUIRED_AS_UPSTREAM: &[(&str, &[&str])] = &[
     ("io.k8s.api.events.v1.Event", &["eventTime"]),
 ];
 
-fn type_of(name: &str) -> Option<fn(&mut schemars::SchemaGenerator) -> schemars::Schema> {
+fn type_of(name: &str) -> Option<super::types::AddSchema> {
     TYPES.binary_search_by(|(n, _)| (*n).cmp(name)).ok().map(|i| TYPES[i].1)
 }
 

@@ -7,9 +7,12 @@ fn add<T: JsonSchema>(generator: &mut SchemaGenerator) -> Schema {
     generator.subschema_for::<T>()
 }
 
+/// Adds a kind's schema (and all it reaches) to a generator.
+pub type AddSchema = fn(&mut SchemaGenerator) -> Schema;
+
 /// Sorted by name (binary-searched).
 #[rustfmt::skip]
-pub static TYPES: &[(&str, fn(&mut SchemaGenerator) -> Schema)] = &[
+pub static TYPES: &[(&str, AddSchema)] = &[
     ("io.k8s.api.admissionregistration.v1.MutatingAdmissionPolicy", add::<k8s_openapi::api::admissionregistration::v1::MutatingAdmissionPolicy>),
     ("io.k8s.api.admissionregistration.v1.MutatingAdmissionPolicyBinding", add::<k8s_openapi::api::admissionregistration::v1::MutatingAdmissionPolicyBinding>),
     ("io.k8s.api.admissionregistration.v1.MutatingWebhookConfiguration", add::<k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration>),
