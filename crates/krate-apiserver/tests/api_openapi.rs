@@ -144,10 +144,19 @@ async fn v2_document() {
         patch["parameters"].as_array().unwrap().iter().any(|p| p["name"] == "fieldValidation" && p["in"] == "query")
     );
     assert_eq!(get(&client, "/openapi/v2", &[("if-none-match", &etag)]).await.code, 304);
-    // Only JSON is served.
+    // kubectl asks for gnostic's protobuf form: an openapi.v2.Document.
     let pb =
         get(&client, "/openapi/v2", &[("accept", "application/com.github.proto-openapi.spec.v2@v1.0+protobuf")]).await;
-    assert_eq!(pb.code, 406);
+    assert_eq!(pb.code, 200);
+    assert_eq!(pb.header("content-type"), "application/com.github.proto-openapi.spec.v2.v1.0+protobuf");
+    assert_eq!(&pb.body[..5], b"\x0a\x032.0", "field 1 (swagger) first");
+    let needle = b"x-kubernetes-patch-merge-key";
+    assert!(pb.body.windows(needle.len()).any(|w| w == needle));
+    let pb_etag = pb.header("etag").to_string();
+    assert_ne!(pb_etag, etag);
+    let accept = ("accept", "application/com.github.proto-openapi.spec.v2@v1.0+protobuf");
+    assert_eq!(get(&client, "/openapi/v2", &[accept, ("if-none-match", &pb_etag)]).await.code, 304);
+    assert_eq!(get(&client, "/openapi/v2", &[("accept", "text/html")]).await.code, 406);
 }
 
 /// A legacy APIResource row and the same resource in the aggregated document, compared.

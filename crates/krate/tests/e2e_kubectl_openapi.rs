@@ -32,6 +32,18 @@ fn kubectl_uses_openapi_and_aggregated_discovery() {
         assert!(recursive.contains(field), "{field} missing from {recursive}");
     }
 
+    // The v2 form is read from gnostic's protobuf document.
+    let v2 = srv.kubectl_ok(&[&cache_dir, "explain", "deployment.spec", "--output", "plaintext-openapiv2"]);
+    assert!(v2.contains("RESOURCE: spec <Object>") && v2.contains("minReadySeconds\t<integer>"), "{v2}");
+    let v2 = srv.kubectl_ok(&[
+        &cache_dir,
+        "explain",
+        "pod.spec.containers.livenessProbe",
+        "--output",
+        "plaintext-openapiv2",
+    ]);
+    assert!(v2.contains("Periodic probe of container liveness"), "{v2}");
+
     // Without --validate=false kubectl checks the PATCH operation declares fieldValidation,
     // then leaves validation to the server (fieldValidation=Strict).
     let good = write(dir.path(), "good.yaml", DEPLOYMENT);

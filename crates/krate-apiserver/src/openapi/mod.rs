@@ -3,6 +3,7 @@
 //! Documents are built on first request and kept until the table changes.
 
 mod ops;
+mod proto;
 mod schemas;
 mod types;
 mod v2;
@@ -42,6 +43,8 @@ struct Cache {
     /// By group-version path: "api/v1", "apis/apps/v1".
     v3: HashMap<String, Arc<Doc>>,
     v2: Option<Arc<Doc>>,
+    /// The v2 document in gnostic's protobuf form.
+    v2_proto: Option<Arc<Doc>>,
 }
 
 #[derive(Default)]
@@ -55,15 +58,27 @@ fn gv_path(group: &str, version: &str) -> String {
 }
 
 const NO_CACHE: &str = "no-cache, private";
-const V2_PROTOBUF: &str = "application/com.github.proto-openapi.spec.v2";
+/// What upstream answers protobuf requests for /openapi/v2 with.
+const V2_PROTOBUF: &str = "application/com.github.proto-openapi.spec.v2.v1.0+protobuf";
 
-/// Whether Accept allows a JSON answer.
-fn accepts_json(headers: &HeaderMap) -> bool {
-    let Some(accept) = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()) else { return true };
-    accept
-        .split(',')
-        .map(|i| i.split(';').next().unwrap_or("").trim().to_ascii_lowercase())
-        .any(|mt| matches!(mt.as_str(), "" | "*/*" | "application/*" | "application/json"))
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum V2Form {
+    Json,
+    Protobuf,
+}
+
+/// The first form Accept lists that is served (no Accept: JSON).
+fn v2_form(headers: &HeaderMap) -> Option<V2Form> {
+    let Some(accept) = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()) else { return Some(V2Form::Json) };
+    accept.split(',').map(|i| i.split(';').next().unwrap_or("").trim().to_ascii_lowercase()).find_map(|mt| {
+        match mt.as_str() {
+            "" | "*/*" | "application/*" | "application/json" => Some(V2Form::Json),
+            // Clients write the version with '@' (kubectl) or '.' (upstream's answer).
+            "application/com.github.proto-openapi.spec.v2@v1.0+protobuf"
+            | "application/com.github.proto-openapi.spec.v2.v1.0+protobuf" => Some(V2Form::Protobuf),
+            _ => None,
+        }
+    })
 }
 
 impl OpenApi {
@@ -132,6 +147,22 @@ impl OpenApi {
         doc
     }
 
+    /// The v2 document as gnostic's protobuf `openapi.v2.Document`.
+    pub fn v2_proto(&self, table: &ResourceTable) -> Arc<Doc> {
+        if let Some(doc) = &self.fresh(table).v2_proto {
+            return doc.clone();
+        }
+        let generation = table.generation();
+        let json: Value = serde_json::from_slice(&self.v2(table).bytes).unwrap_or_default();
+        let bytes = Bytes::from(proto::document(&json));
+        let doc = Arc::new(Doc { hash: conditional::hash(&bytes), bytes });
+        let mut cache = self.fresh(table);
+        if cache.generation == generation {
+            cache.v2_proto = Some(doc.clone());
+        }
+        doc
+    }
+
     /// Serves /openapi/v2 and /openapi/v3[/…] (`rest` is the path after /openapi).
     pub fn serve(
         &self,
@@ -141,18 +172,23 @@ impl OpenApi {
         query: &HashMap<String, String>,
     ) -> Response<Body> {
         match rest {
-            ["v2"] => {
-                if !accepts_json(headers) {
-                    // kubectl asks for the protobuf form first; only JSON is served.
+            ["v2"] => match v2_form(headers) {
+                Some(V2Form::Json) => {
+                    let doc = self.v2(table);
+                    conditional::respond(headers, &doc.hash, doc.bytes.clone(), "application/json", NO_CACHE)
+                }
+                Some(V2Form::Protobuf) => {
+                    let doc = self.v2_proto(table);
+                    conditional::respond(headers, &doc.hash, doc.bytes.clone(), V2_PROTOBUF, NO_CACHE)
+                }
+                None => {
                     let asked = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()).unwrap_or("");
                     let e = ApiError::not_acceptable(format!(
-                        "only application/json is served for /openapi/v2 (asked for {asked}; {V2_PROTOBUF} is not served)"
+                        "/openapi/v2 is served as application/json or {V2_PROTOBUF} (asked for {asked})"
                     ));
-                    return body::error(&e, body::Format::Json);
+                    body::error(&e, body::Format::Json)
                 }
-                let doc = self.v2(table);
-                conditional::respond(headers, &doc.hash, doc.bytes.clone(), "application/json", NO_CACHE)
-            }
+            },
             ["v3"] => {
                 let index = Doc::new(&self.v3_index(table));
                 conditional::respond(headers, &index.hash, index.bytes.clone(), "application/json", NO_CACHE)
