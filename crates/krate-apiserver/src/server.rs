@@ -63,6 +63,11 @@ fn is_discovery_path(path: &str) -> bool {
     p == "/api" || p == "/apis" || p.starts_with("/api/") || p.starts_with("/apis/") || p.starts_with("/openapi")
 }
 
+fn vary_accept(mut response: Response<Body>) -> Response<Body> {
+    response.headers_mut().insert(header::VARY, http::HeaderValue::from_static("Accept"));
+    response
+}
+
 /// Paths whose handlers read Accept themselves (aggregated discovery, OpenAPI).
 fn negotiates_itself(info: &RequestInfo) -> bool {
     let p = info.path.trim_end_matches('/');
@@ -232,8 +237,15 @@ impl ApiServer {
                 let ct = discovery::aggregated_content_type(v);
                 crate::conditional::respond(headers, &etag, bytes, &ct, "no-cache, private")
             }
-            ["api"] => body::respond(StatusCode::OK, format, &discovery::api_versions(&self.config.advertise_address)),
-            ["apis"] => body::respond(StatusCode::OK, format, &discovery::api_group_list(&self.registry.table)),
+            // The same URLs answer the aggregated form: caches must key on Accept.
+            ["api"] => vary_accept(body::respond(
+                StatusCode::OK,
+                format,
+                &discovery::api_versions(&self.config.advertise_address),
+            )),
+            ["apis"] => {
+                vary_accept(body::respond(StatusCode::OK, format, &discovery::api_group_list(&self.registry.table)))
+            }
             ["openapi", rest @ ..] => self.openapi.serve(&self.registry.table, rest, headers, query),
             ["api", version] => match discovery::api_resource_list(&self.registry.table, "", version) {
                 Some(doc) => body::respond(StatusCode::OK, format, &doc),
