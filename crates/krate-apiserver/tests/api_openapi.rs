@@ -291,3 +291,39 @@ async fn kube_discovery_works_both_ways() {
         caps.subresources
     );
 }
+
+#[tokio::test]
+async fn documents_follow_resources_added_at_run_time() {
+    let srv = TestServer::start().await;
+    let client = srv.client().await;
+    let table = srv.running.server.registry.table.clone();
+    let before = get(&client, "/openapi/v3", &[]).await;
+    assert!(before.json()["paths"].get("apis/example.com/v1").is_none());
+
+    // A resource arrives (as custom resources will): every document shows it.
+    let def = krate_api::generated::resources::RESOURCES.iter().find(|r| r.plural == "configmaps").unwrap();
+    let mut widgets = krate_api::ResourceInfo::from_def(def);
+    widgets.group = "example.com".into();
+    widgets.plural = "widgets".into();
+    widgets.singular = "widget".into();
+    widgets.kind = "Widget".into();
+    table.add(widgets);
+    let after = get(&client, "/openapi/v3", &[("if-none-match", before.header("etag"))]).await;
+    assert_eq!(after.code, 200, "the index changed");
+    let url = after.json()["paths"]["apis/example.com/v1"]["serverRelativeURL"].as_str().unwrap().to_string();
+    let doc = get(&client, &url, &[]).await.json();
+    let create = &doc["paths"]["/apis/example.com/v1/namespaces/{namespace}/widgets"]["post"];
+    assert_eq!(create["operationId"], "createExampleComV1NamespacedWidget");
+    assert_eq!(create["x-kubernetes-group-version-kind"]["kind"], "Widget");
+    let apis = get(&client, "/apis", &[("accept", AGGREGATED_V2)]).await.json();
+    let group = apis["items"].as_array().unwrap().iter().find(|g| g["metadata"]["name"] == "example.com").unwrap();
+    assert_eq!(group["versions"][0]["resources"][0]["resource"], "widgets");
+    let v2 = get(&client, "/openapi/v2", &[]).await.json();
+    assert!(v2["paths"]["/apis/example.com/v1/widgets"]["get"].is_object());
+
+    // And leaves.
+    table.remove("example.com", "v1", "widgets");
+    assert!(get(&client, "/openapi/v3", &[]).await.json()["paths"].get("apis/example.com/v1").is_none());
+    assert_eq!(get(&client, &url, &[]).await.code, 404);
+    assert!(get(&client, "/openapi/v2", &[]).await.json()["paths"].get("/apis/example.com/v1/widgets").is_none());
+}
