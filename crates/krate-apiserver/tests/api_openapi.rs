@@ -122,6 +122,9 @@ async fn v3_index_and_group_version_documents() {
     assert_eq!(moved.code, 301);
     assert_eq!(moved.header("location"), url);
     assert_eq!(get(&client, "/openapi/v3/apis/nothing.example.com/v1", &[]).await.code, 404);
+    let pb = ("accept", "application/com.github.proto-openapi.spec.v3@v1.0+protobuf");
+    assert_eq!(get(&client, "/openapi/v3/api/v1", &[pb]).await.code, 406);
+    assert_eq!(get(&client, "/openapi/v3/api/v1", &[("accept", "application/json, */*")]).await.code, 200);
     let index_etag = get(&client, "/openapi/v3", &[]).await.header("etag").to_string();
     assert_eq!(get(&client, "/openapi/v3", &[("if-none-match", &index_etag)]).await.code, 304);
 }

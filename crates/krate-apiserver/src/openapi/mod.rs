@@ -67,7 +67,8 @@ enum V2Form {
     Protobuf,
 }
 
-/// The first form Accept lists that is served (no Accept: JSON).
+/// The first form of /openapi/v2 Accept lists that is served (no Accept: JSON). JSON
+/// is also the only form of the v3 documents.
 fn v2_form(headers: &HeaderMap) -> Option<V2Form> {
     let Some(accept) = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()) else { return Some(V2Form::Json) };
     accept.split(',').map(|i| i.split(';').next().unwrap_or("").trim().to_ascii_lowercase()).find_map(|mt| {
@@ -194,6 +195,14 @@ impl OpenApi {
                 conditional::respond(headers, &index.hash, index.bytes.clone(), "application/json", NO_CACHE)
             }
             ["v3", gv @ ..] => {
+                if v2_form(headers) != Some(V2Form::Json) {
+                    // Upstream also offers v3 as protobuf; here only JSON is.
+                    let asked = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()).unwrap_or("");
+                    let e = ApiError::not_acceptable(format!(
+                        "/openapi/v3 is served as application/json (asked for {asked})"
+                    ));
+                    return body::error(&e, body::Format::Json);
+                }
                 let path = gv.join("/");
                 let Some(doc) = self.v3(table, &path) else {
                     return body::error(&ApiError::not_found_path(), body::Format::Json);
