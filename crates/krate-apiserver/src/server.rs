@@ -48,7 +48,7 @@ pub struct ApiServer {
     config: ApiServerConfig,
     ready: AtomicBool,
     inflight: crate::inflight::InflightLimits,
-    openapi: crate::openapi::OpenApi,
+    openapi: Arc<crate::openapi::OpenApi>,
 }
 
 /// Paths anyone may read, as upstream's system:public-info-viewer role allows.
@@ -246,7 +246,23 @@ impl ApiServer {
             ["apis"] => {
                 vary_accept(body::respond(StatusCode::OK, format, &discovery::api_group_list(&self.registry.table)))
             }
-            ["openapi", rest @ ..] => self.openapi.serve(&self.registry.table, rest, headers, query),
+            ["openapi", rest @ ..] => {
+                // Building a document takes a while (all of /openapi/v2: hundreds of ms):
+                // off the async workers.
+                let (api, table) = (self.openapi.clone(), self.registry.table.clone());
+                let rest: Vec<String> = rest.iter().map(|s| s.to_string()).collect();
+                let (headers, query) = (headers.clone(), query.clone());
+                let built = tokio::task::spawn_blocking(move || {
+                    let rest: Vec<&str> = rest.iter().map(String::as_str).collect();
+                    api.serve(&table, &rest, &headers, &query)
+                });
+                match built.await {
+                    Ok(response) => response,
+                    Err(e) => {
+                        body::error(&ApiError::internal(format!("building the OpenAPI document failed: {e}")), format)
+                    }
+                }
+            }
             ["api", version] => match discovery::api_resource_list(&self.registry.table, "", version) {
                 Some(doc) => body::respond(StatusCode::OK, format, &doc),
                 None => not_found(),
