@@ -175,3 +175,55 @@ pub fn aggregated(table: &ResourceTable, core: bool, version: &str) -> Value {
         "items": items,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn accept(v: &str) -> http::HeaderMap {
+        let mut h = http::HeaderMap::new();
+        h.insert(http::header::ACCEPT, v.parse().unwrap());
+        h
+    }
+
+    #[test]
+    fn aggregated_form_only_when_asked_first() {
+        let v2 = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList";
+        let beta = "application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList";
+        assert_eq!(aggregated_version(&http::HeaderMap::new()), None);
+        assert_eq!(aggregated_version(&accept(&format!("{v2},{beta},application/json;q=0.9"))), Some("v2"));
+        assert_eq!(aggregated_version(&accept(&format!("{beta},application/json;q=0.9"))), Some("v2beta1"));
+        assert_eq!(aggregated_version(&accept(&format!("application/json,{v2}"))), None);
+        assert_eq!(
+            aggregated_version(&accept("application/json;g=apidiscovery.k8s.io;v=v3;as=APIGroupDiscoveryList")),
+            None
+        );
+        assert_eq!(aggregated_version(&accept("application/json;as=Table;g=meta.k8s.io;v=v1")), None);
+    }
+
+    #[test]
+    fn aggregated_documents_split_core_from_groups() {
+        let table = ResourceTable::builtin();
+        let core = aggregated(&table, true, "v2");
+        assert_eq!(core["items"].as_array().unwrap().len(), 1);
+        let pods = core["items"][0]["versions"][0]["resources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["resource"] == "pods")
+            .unwrap();
+        assert_eq!(pods["scope"], "Namespaced");
+        assert_eq!(pods["shortNames"], json!(["po"]));
+        let scale = json!({"group": "autoscaling", "version": "v1", "kind": "Scale"});
+        let apis = aggregated(&table, false, "v2");
+        let apps = apis["items"].as_array().unwrap().iter().find(|g| g["metadata"]["name"] == "apps").unwrap();
+        let deployments = apps["versions"][0]["resources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["resource"] == "deployments")
+            .unwrap();
+        let sub = deployments["subresources"].as_array().unwrap().iter().find(|s| s["subresource"] == "scale").unwrap();
+        assert_eq!(sub["responseKind"], scale);
+    }
+}

@@ -90,6 +90,11 @@ async fn v3_index_and_group_version_documents() {
 
     // Operations: PATCH declares fieldValidation (kubectl's test for server-side validation).
     let item = &doc["paths"]["/api/v1/namespaces/{namespace}/pods/{name}"];
+    let name = item["parameters"].as_array().unwrap().iter().find(|p| p["name"] == "name").unwrap();
+    assert_eq!(
+        (&name["in"], &name["required"], &name["description"]),
+        (&"path".into(), &true.into(), &"name of the Pod".into())
+    );
     let patch = &item["patch"];
     assert_eq!(patch["operationId"], "patchCoreV1NamespacedPod");
     assert_eq!(patch["x-kubernetes-action"], "patch");

@@ -13,10 +13,13 @@ fn schema(p: &Payload) -> Value {
     }
 }
 
-fn parameter(p: Param) -> Value {
+/// A parameter; `kind` names what `name` is the name of ("name of the Pod").
+fn parameter(p: Param, kind: &str) -> Value {
     let s = p.spec();
+    let named = format!("name of the {kind}");
+    let description = if p == Param::Name { named.as_str() } else { s.description };
     let mut v =
-        json!({"name": s.name, "in": s.location, "description": s.description, "type": s.ty, "uniqueItems": true});
+        json!({"name": s.name, "in": s.location, "description": description, "type": s.ty, "uniqueItems": true});
     if s.location == "path" {
         v["required"] = json!(true);
     }
@@ -32,7 +35,7 @@ fn operation(op: &Operation) -> Value {
         }
         params.push(body);
     }
-    params.extend(op.params.iter().map(|p| parameter(*p)));
+    params.extend(op.params.iter().map(|p| parameter(*p, &op.gvk.kind)));
     let mut responses = Map::new();
     for (code, description, payload) in &op.responses {
         responses.insert(code.to_string(), json!({"description": description, "schema": schema(payload)}));
@@ -65,7 +68,8 @@ pub fn document(paths: &[PathItem]) -> Value {
         for op in &item.operations {
             entry.insert(op.method.into(), operation(op));
         }
-        entry.insert("parameters".into(), item.params.iter().map(|p| parameter(*p)).collect());
+        let kind = item.operations.first().map(|o| o.gvk.kind.as_str()).unwrap_or("object");
+        entry.insert("parameters".into(), item.params.iter().map(|p| parameter(*p, kind)).collect());
         out.insert(item.path.clone(), Value::Object(entry));
     }
     let definitions = schemas::build(&super::ops::referenced(paths), Flavor::V2);

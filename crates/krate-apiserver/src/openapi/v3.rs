@@ -15,12 +15,15 @@ fn schema(p: &Payload) -> Value {
     }
 }
 
-fn parameter(p: Param) -> Value {
+/// A parameter; `kind` names what `name` is the name of ("name of the Pod").
+fn parameter(p: Param, kind: &str) -> Value {
     let s = p.spec();
+    let named = format!("name of the {kind}");
+    let description = if p == Param::Name { named.as_str() } else { s.description };
     let mut v = json!({
         "name": s.name,
         "in": s.location,
-        "description": s.description,
+        "description": description,
         "schema": {"type": s.ty, "uniqueItems": true},
     });
     if s.location == "path" {
@@ -36,7 +39,7 @@ fn operation(op: &Operation) -> Value {
         "operationId": op.id,
     });
     if !op.params.is_empty() {
-        v["parameters"] = op.params.iter().map(|p| parameter(*p)).collect();
+        v["parameters"] = op.params.iter().map(|p| parameter(*p, &op.gvk.kind)).collect();
     }
     if let Some((payload, required)) = &op.body {
         let types: &[&str] = if op.patch { super::ops::PATCH_TYPES } else { &["*/*"] };
@@ -69,7 +72,8 @@ pub fn document(paths: &[PathItem]) -> Value {
         for op in &item.operations {
             entry.insert(op.method.into(), operation(op));
         }
-        entry.insert("parameters".into(), item.params.iter().map(|p| parameter(*p)).collect());
+        let kind = item.operations.first().map(|o| o.gvk.kind.as_str()).unwrap_or("object");
+        entry.insert("parameters".into(), item.params.iter().map(|p| parameter(*p, kind)).collect());
         out.insert(item.path.clone(), Value::Object(entry));
     }
     let schemas = schemas::build(&super::ops::referenced(paths), Flavor::V3);
