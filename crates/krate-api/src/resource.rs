@@ -3,7 +3,6 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use parking_lot::RwLock;

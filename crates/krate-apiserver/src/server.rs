@@ -68,10 +68,12 @@ fn vary_accept(mut response: Response<Body>) -> Response<Body> {
     response
 }
 
-/// Paths whose handlers read Accept themselves (aggregated discovery, OpenAPI).
-fn negotiates_itself(info: &RequestInfo) -> bool {
+/// Requests whose handlers read Accept themselves: OpenAPI documents, and aggregated
+/// discovery when asked for.
+fn negotiates_itself(info: &RequestInfo, headers: &http::HeaderMap) -> bool {
     let p = info.path.trim_end_matches('/');
-    !info.is_resource && (p == "/api" || p == "/apis" || p.starts_with("/openapi/"))
+    let aggregated = (p == "/api" || p == "/apis") && discovery::aggregated_version(headers).is_some();
+    !info.is_resource && (aggregated || p.starts_with("/openapi/"))
 }
 
 impl ApiServer {
@@ -120,7 +122,7 @@ impl ApiServer {
             Err(e) => body::error(&e, format),
             Ok((user, _permit)) => {
                 if let Err(e) = body::negotiate(&parts.headers)
-                    && !negotiates_itself(&info)
+                    && !negotiates_itself(&info, &parts.headers)
                 {
                     body::error(&e, Format::Json)
                 } else if info.is_resource {

@@ -269,6 +269,8 @@ async fn aggregated_discovery_agrees_with_the_legacy_documents() {
     let legacy = get(&client, "/apis", &[]).await;
     assert_eq!((legacy.json()["kind"].as_str(), legacy.header("vary")), (Some("APIGroupList"), "Accept"));
     assert_eq!(get(&client, "/api", &[("accept", "application/json")]).await.json()["kind"], "APIVersions");
+    let unknown = AGGREGATED_V2.replace("v=v2;", "v=v9;");
+    assert_eq!(get(&client, "/apis", &[("accept", &unknown)]).await.code, 406);
 }
 
 #[tokio::test]
