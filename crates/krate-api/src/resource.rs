@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use parking_lot::RwLock;
 
@@ -121,6 +122,9 @@ fn storage_prefix(group: &str, plural: &str) -> String {
 /// Served resources by group-version, and the discovery order of groups.
 pub struct ResourceTable {
     inner: RwLock<TableInner>,
+    /// Bumped on every change, so documents built from the table (OpenAPI) know when
+    /// they are stale.
+    generation: AtomicU64,
 }
 
 #[derive(Default)]
@@ -148,7 +152,12 @@ impl ResourceTable {
                 .or_default()
                 .push(Arc::new(ResourceInfo::from_def(def)));
         }
-        ResourceTable { inner: RwLock::new(inner) }
+        ResourceTable { inner: RwLock::new(inner), generation: AtomicU64::new(0) }
+    }
+
+    /// Changes with every `add` and `remove`.
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Ordering::SeqCst)
     }
 
     /// Groups in discovery order with their versions, preferred first (core is "").
@@ -183,11 +192,13 @@ impl ResourceTable {
         let list = inner.resources.entry(gv).or_default();
         list.retain(|r| r.plural != info.plural);
         list.push(Arc::new(info));
+        self.generation.fetch_add(1, Ordering::SeqCst);
     }
 
     /// Removes a resource; a group-version left empty disappears from discovery.
     pub fn remove(&self, group: &str, version: &str, plural: &str) {
         let mut inner = self.inner.write();
+        self.generation.fetch_add(1, Ordering::SeqCst);
         let gv = (group.to_string(), version.to_string());
         let empty = inner.resources.get_mut(&gv).map(|list| {
             list.retain(|r| r.plural != plural);

@@ -9,11 +9,13 @@
 pub mod authn;
 pub mod body;
 pub mod bootstrap;
+pub mod conditional;
 pub mod discovery;
 pub mod health;
 pub mod inflight;
 pub mod inprocess;
 pub mod metrics;
+pub mod openapi;
 pub mod pki;
 pub mod request;
 pub mod serve;

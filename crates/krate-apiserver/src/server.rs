@@ -49,6 +49,7 @@ pub struct ApiServer {
     config: ApiServerConfig,
     ready: AtomicBool,
     inflight: crate::inflight::InflightLimits,
+    openapi: Arc<crate::openapi::OpenApi>,
 }
 
 /// Paths anyone may read, as upstream's system:public-info-viewer role allows.
@@ -63,11 +64,24 @@ fn is_discovery_path(path: &str) -> bool {
     p == "/api" || p == "/apis" || p.starts_with("/api/") || p.starts_with("/apis/") || p.starts_with("/openapi")
 }
 
+fn vary_accept(mut response: Response<Body>) -> Response<Body> {
+    response.headers_mut().insert(header::VARY, http::HeaderValue::from_static("Accept"));
+    response
+}
+
+/// Requests whose handlers read Accept themselves: OpenAPI documents, and aggregated
+/// discovery when asked for.
+fn negotiates_itself(info: &RequestInfo, headers: &http::HeaderMap) -> bool {
+    let p = info.path.trim_end_matches('/');
+    let aggregated = (p == "/api" || p == "/apis") && discovery::aggregated_version(headers).is_some();
+    !info.is_resource && (aggregated || p.starts_with("/openapi/"))
+}
+
 impl ApiServer {
     pub fn new(registry: Arc<Registry>, admission: Arc<dyn Admission>, config: ApiServerConfig) -> Self {
         let inflight =
             crate::inflight::InflightLimits::new(config.max_requests_inflight, config.max_mutating_requests_inflight);
-        ApiServer { registry, admission, config, ready: AtomicBool::new(false), inflight }
+        ApiServer { registry, admission, config, ready: AtomicBool::new(false), inflight, openapi: Default::default() }
     }
 
     /// Marks start-up work (system namespaces…) as done: /readyz passes from now on.
@@ -108,7 +122,9 @@ impl ApiServer {
         let response = match permit.and_then(|p| self.authenticate_and_authorize(user, &info).map(|u| (u, p))) {
             Err(e) => body::error(&e, format),
             Ok((user, _permit)) => {
-                if let Err(e) = body::negotiate(&parts.headers) {
+                if let Err(e) = body::negotiate(&parts.headers)
+                    && !negotiates_itself(&info, &parts.headers)
+                {
                     body::error(&e, Format::Json)
                 } else if info.is_resource {
                     let warnings = Warnings::default();
@@ -120,7 +136,7 @@ impl ApiServer {
                     body::add_warnings(&mut response, warnings.take());
                     response
                 } else {
-                    self.non_resource(&info, &query, format).await
+                    self.non_resource(&info, &query, &parts.headers, format).await
                 }
             }
         };
@@ -198,6 +214,7 @@ impl ApiServer {
         &self,
         info: &RequestInfo,
         query: &HashMap<String, String>,
+        headers: &http::HeaderMap,
         format: Format,
     ) -> Response<Body> {
         let path = info.path.trim_end_matches('/');
@@ -216,8 +233,39 @@ impl ApiServer {
             }
             ["version"] => body::respond(StatusCode::OK, format, &health::version_info()),
             ["metrics"] => body::text(StatusCode::OK, metrics::render()),
-            ["api"] => body::respond(StatusCode::OK, format, &discovery::api_versions(&self.config.advertise_address)),
-            ["apis"] => body::respond(StatusCode::OK, format, &discovery::api_group_list(&self.registry.table)),
+            ["api" | "apis"] if let Some(v) = discovery::aggregated_version(headers) => {
+                let doc = discovery::aggregated(&self.registry.table, segments[0] == "api", v);
+                let bytes = Bytes::from(serde_json::to_vec(&doc).unwrap_or_default());
+                let etag = crate::conditional::hash(&bytes);
+                let ct = discovery::aggregated_content_type(v);
+                crate::conditional::respond(headers, &etag, bytes, &ct, "no-cache, private")
+            }
+            // The same URLs answer the aggregated form: caches must key on Accept.
+            ["api"] => vary_accept(body::respond(
+                StatusCode::OK,
+                format,
+                &discovery::api_versions(&self.config.advertise_address),
+            )),
+            ["apis"] => {
+                vary_accept(body::respond(StatusCode::OK, format, &discovery::api_group_list(&self.registry.table)))
+            }
+            ["openapi", rest @ ..] => {
+                // Building a document takes a while (all of /openapi/v2: hundreds of ms):
+                // off the async workers.
+                let (api, table) = (self.openapi.clone(), self.registry.table.clone());
+                let rest: Vec<String> = rest.iter().map(|s| s.to_string()).collect();
+                let (headers, query) = (headers.clone(), query.clone());
+                let built = tokio::task::spawn_blocking(move || {
+                    let rest: Vec<&str> = rest.iter().map(String::as_str).collect();
+                    api.serve(&table, &rest, &headers, &query)
+                });
+                match built.await {
+                    Ok(response) => response,
+                    Err(e) => {
+                        body::error(&ApiError::internal(format!("building the OpenAPI document failed: {e}")), format)
+                    }
+                }
+            }
             ["api", version] => match discovery::api_resource_list(&self.registry.table, "", version) {
                 Some(doc) => body::respond(StatusCode::OK, format, &doc),
                 None => not_found(),

@@ -1,0 +1,84 @@
+//! The Swagger 2.0 document of every served group-version, as upstream's /openapi/v2.
+
+use serde_json::{Map, Value, json};
+
+use super::ops::{Operation, Param, PathItem, Payload};
+use super::schemas::{self, Flavor};
+
+fn schema(p: &Payload) -> Value {
+    match p {
+        Payload::Def(name) => json!({"$ref": Flavor::V2.reference(name)}),
+        Payload::Text => json!({"type": "string"}),
+        Payload::Object => json!({"type": "object"}),
+    }
+}
+
+/// A parameter; `kind` names what `name` is the name of ("name of the Pod").
+fn parameter(p: Param, kind: &str) -> Value {
+    let s = p.spec();
+    let named = format!("name of the {kind}");
+    let description = if p == Param::Name { named.as_str() } else { s.description };
+    let mut v =
+        json!({"name": s.name, "in": s.location, "description": description, "type": s.ty, "uniqueItems": true});
+    if s.location == "path" {
+        v["required"] = json!(true);
+    }
+    v
+}
+
+fn operation(op: &Operation) -> Value {
+    let mut params: Vec<Value> = Vec::new();
+    if let Some((payload, required)) = &op.body {
+        let mut body = json!({"name": "body", "in": "body", "schema": schema(payload)});
+        if *required {
+            body["required"] = json!(true);
+        }
+        params.push(body);
+    }
+    params.extend(op.params.iter().map(|p| parameter(*p, &op.gvk.kind)));
+    let mut responses = Map::new();
+    for (code, description, payload) in &op.responses {
+        responses.insert(code.to_string(), json!({"description": description, "schema": schema(payload)}));
+    }
+    responses.insert("401".into(), json!({"description": "Unauthorized"}));
+    let consumes: Vec<&str> = if op.patch { super::ops::PATCH_TYPES.to_vec() } else { vec!["*/*"] };
+    let text = op.responses.iter().any(|(_, _, p)| *p == Payload::Text);
+    let produces: &[&str] = if text { &["*/*"] } else { &["application/json", "application/yaml"] };
+    let mut v = json!({
+        "tags": [op.tag],
+        "description": op.description,
+        "operationId": op.id,
+        "consumes": consumes,
+        "produces": produces,
+        "schemes": ["https"],
+        "responses": responses,
+        "x-kubernetes-action": op.action,
+        "x-kubernetes-group-version-kind": {"group": op.gvk.group, "version": op.gvk.version, "kind": op.gvk.kind},
+    });
+    if !params.is_empty() {
+        v["parameters"] = Value::Array(params);
+    }
+    v
+}
+
+pub fn document(paths: &[PathItem]) -> Value {
+    let mut out = Map::new();
+    for item in paths {
+        let mut entry = Map::new();
+        for op in &item.operations {
+            entry.insert(op.method.into(), operation(op));
+        }
+        let kind = item.operations.first().map(|o| o.gvk.kind.as_str()).unwrap_or("object");
+        entry.insert("parameters".into(), item.params.iter().map(|p| parameter(*p, kind)).collect());
+        out.insert(item.path.clone(), Value::Object(entry));
+    }
+    let definitions = schemas::build(&super::ops::referenced(paths), Flavor::V2);
+    json!({
+        "swagger": "2.0",
+        "info": {"title": "Kubernetes", "version": "unversioned"},
+        "paths": out,
+        "definitions": definitions,
+        "securityDefinitions": {"BearerToken": {"type": "apiKey", "description": "Bearer Token authentication", "name": "authorization", "in": "header"}},
+        "security": [{"BearerToken": []}],
+    })
+}
