@@ -34,8 +34,7 @@ fn kubectl_end_to_end() {
     let raw = srv.kubectl_ok(&["get", "--raw", "/apis/apps"]);
     assert!(raw.contains("\"preferredVersion\":{\"groupVersion\":\"apps/v1\""), "{raw}");
 
-    // Objects from files (server-side field validation and protobuf arrive with the
-    // kubectl-experience work; JSON manifests go through here).
+    // Objects from files, with kubectl's default strict validation (done by the server).
     let ns = write(dir.path(), "ns.yaml", "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: team\n");
     let cm = write(
         dir.path(),
@@ -47,9 +46,9 @@ fn kubectl_end_to_end() {
         "deploy.yaml",
         "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\nspec:\n  replicas: 1\n  selector:\n    matchLabels: {app: web}\n  template:\n    metadata:\n      labels: {app: web}\n    spec:\n      containers: [{name: c, image: busybox}]\n",
     );
-    assert!(srv.kubectl_ok(&["create", "--validate=false", "-f", &ns]).contains("namespace/team created"));
-    assert!(srv.kubectl_ok(&["create", "--validate=false", "-f", &cm]).contains("configmap/settings created"));
-    assert!(srv.kubectl_ok(&["create", "--validate=false", "-f", &deploy]).contains("deployment.apps/web created"));
+    assert!(srv.kubectl_ok(&["create", "-f", &ns]).contains("namespace/team created"));
+    assert!(srv.kubectl_ok(&["create", "-f", &cm]).contains("configmap/settings created"));
+    assert!(srv.kubectl_ok(&["create", "-f", &deploy]).contains("deployment.apps/web created"));
 
     let all = squeeze(&srv.kubectl_ok(&[
         "get",
@@ -102,7 +101,7 @@ fn kubectl_end_to_end() {
     assert_eq!(rx.recv_timeout(Duration::from_secs(10)).unwrap(), "configmap/settings", "the initial list");
     let late =
         write(dir.path(), "late.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: late\n  namespace: team\n");
-    srv.kubectl_ok(&["create", "--validate=false", "-f", &late]);
+    srv.kubectl_ok(&["create", "-f", &late]);
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         let line =
@@ -138,7 +137,7 @@ fn restart_keeps_the_ca_and_the_objects() {
     let port = free_port();
     let srv = Server::start(&data, port);
     let cm = write(dir.path(), "cm.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: kept\ndata:\n  k: v\n");
-    srv.kubectl_ok(&["create", "--validate=false", "-f", &cm]);
+    srv.kubectl_ok(&["create", "-f", &cm]);
     let ca = std::fs::read(data.join("server/tls/server-ca.crt")).unwrap();
     let uid = srv.kubectl_ok(&["get", "cm", "kept", "-o", "jsonpath={.metadata.uid}"]);
     srv.stop();

@@ -22,7 +22,7 @@ fn apply_patch_and_edit_merge_strategically() {
     let manifest = dir.path().join("web.yaml");
     let apply = |yaml: String| {
         std::fs::write(&manifest, yaml).unwrap();
-        srv.kubectl_ok(&["apply", "--validate=false", "-f", manifest.to_str().unwrap()])
+        srv.kubectl_ok(&["apply", "-f", manifest.to_str().unwrap()])
     };
     let get = |path: &str| srv.kubectl_ok(&["get", "deploy", "web", "-o", &format!("jsonpath={path}")]);
 
@@ -93,7 +93,7 @@ fn apply_patch_and_edit_merge_strategically() {
     std::fs::write(&editor, "#!/bin/sh\nsed -i 's/image: busybox/image: alpine/' \"$1\"\n").unwrap();
     std::fs::set_permissions(&editor, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     let out = Command::new(kubectl_binary())
-        .args(["edit", "--validate=false", "deploy", "web"])
+        .args(["edit", "deploy", "web"])
         .env("KUBECONFIG", srv.kubeconfig())
         .env("KUBE_EDITOR", &editor)
         .output()
@@ -111,7 +111,7 @@ fn server_side_apply_with_kubectl() {
     let manifest = dir.path().join("web.yaml");
     let apply = |yaml: String, extra: &[&str]| {
         std::fs::write(&manifest, yaml).unwrap();
-        let mut args = vec!["apply", "--server-side", "--validate=false", "-f", manifest.to_str().unwrap()];
+        let mut args = vec!["apply", "--server-side", "-f", manifest.to_str().unwrap()];
         args.extend_from_slice(extra);
         srv.kubectl(&args)
     };
@@ -153,14 +153,14 @@ fn client_side_apply_upgrades_to_server_side() {
     let manifest = dir.path().join("web.yaml");
     std::fs::write(&manifest, deployment("a", true, 1)).unwrap();
     let path = manifest.to_str().unwrap();
-    srv.kubectl_ok(&["apply", "--validate=false", "-f", path]);
+    srv.kubectl_ok(&["apply", "-f", path]);
     // The first server-side apply takes over the client-side apply's fields…
-    srv.kubectl_ok(&["apply", "--server-side", "--validate=false", "-f", path]);
+    srv.kubectl_ok(&["apply", "--server-side", "-f", path]);
     let managed = srv.kubectl_ok(&["get", "deploy", "web", "-o", "yaml", "--show-managed-fields"]);
     assert!(!managed.contains("manager: kubectl-client-side-apply"), "{managed}");
     // …so dropping the sidecar from the manifest removes it.
     std::fs::write(&manifest, deployment("a", false, 1)).unwrap();
-    srv.kubectl_ok(&["apply", "--server-side", "--validate=false", "-f", path]);
+    srv.kubectl_ok(&["apply", "--server-side", "-f", path]);
     assert_eq!(
         srv.kubectl_ok(&["get", "deploy", "web", "-o", "jsonpath={.spec.template.spec.containers[*].name}"]),
         "app"
@@ -176,7 +176,7 @@ fn everyday_commands() {
     let manifest = dir.path().join("web.yaml");
     std::fs::write(&manifest, deployment("a", false, 1)).unwrap();
     let path = manifest.to_str().unwrap();
-    srv.kubectl_ok(&["apply", "--validate=false", "-f", path]);
+    srv.kubectl_ok(&["apply", "-f", path]);
     let get = |path: &str| srv.kubectl_ok(&["get", "deploy", "web", "-o", &format!("jsonpath={path}")]);
 
     // kubectl diff: a server dry run, nothing stored.
@@ -211,11 +211,12 @@ fn everyday_commands() {
             format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm-{name}\n  labels: {{rank: \"{n}\"}}\n"),
         )
         .unwrap();
-        srv.kubectl_ok(&["create", "--validate=false", "-f", cm.to_str().unwrap()]);
+        srv.kubectl_ok(&["create", "-f", cm.to_str().unwrap()]);
     }
     let sorted = srv.kubectl_ok(&["get", "cm", "-l", "rank", "--sort-by=.metadata.labels.rank", "-o", "name"]);
     assert_eq!(sorted.split_whitespace().collect::<Vec<_>>(), ["configmap/cm-c", "configmap/cm-b", "configmap/cm-a"]);
-    let cols = srv.kubectl_ok(&["get", "cm", "cm-a", "-o", "custom-columns=NAME:.metadata.name,N:.metadata.labels.rank"]);
+    let cols =
+        srv.kubectl_ok(&["get", "cm", "cm-a", "-o", "custom-columns=NAME:.metadata.name,N:.metadata.labels.rank"]);
     assert_eq!(common::squeeze(&cols), ["NAME N", "cm-a 3"]);
     let yaml = srv.kubectl_ok(&["get", "cm", "cm-a", "-o", "yaml"]);
     assert!(yaml.contains("kind: ConfigMap") && yaml.contains("name: cm-a"));
@@ -228,15 +229,15 @@ fn everyday_commands() {
     let live = srv.kubectl_ok(&["get", "cm", "cm-a", "-o", "yaml"]).replace("rank: \"3\"", "rank: \"9\"");
     let live_file = dir.path().join("live.yaml");
     std::fs::write(&live_file, live).unwrap();
-    srv.kubectl_ok(&["replace", "--validate=false", "-f", live_file.to_str().unwrap()]);
+    srv.kubectl_ok(&["replace", "-f", live_file.to_str().unwrap()]);
     assert_eq!(srv.kubectl_ok(&["get", "cm", "cm-a", "-o", "jsonpath={.metadata.labels.rank}"]), "9");
     let uid = srv.kubectl_ok(&["get", "cm", "cm-a", "-o", "jsonpath={.metadata.uid}"]);
-    let stale = srv.kubectl(&["replace", "--validate=false", "-f", live_file.to_str().unwrap()]);
+    let stale = srv.kubectl(&["replace", "-f", live_file.to_str().unwrap()]);
     assert!(
         String::from_utf8_lossy(&stale.stderr).contains("the object has been modified"),
         "a stale replace is a conflict"
     );
-    srv.kubectl_ok(&["replace", "--force", "--validate=false", "-f", live_file.to_str().unwrap()]);
+    srv.kubectl_ok(&["replace", "--force", "-f", live_file.to_str().unwrap()]);
     assert_ne!(srv.kubectl_ok(&["get", "cm", "cm-a", "-o", "jsonpath={.metadata.uid}"]), uid);
     srv.stop();
 }
@@ -251,7 +252,7 @@ fn warnings_reach_kubectl() {
         "apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\nspec:\n  nodeSelector: {beta.kubernetes.io/os: linux}\n  containers:\n  - name: c\n    image: busybox\n    env: [{name: X, value: \"1\"}, {name: X, value: \"2\"}]\n",
     )
     .unwrap();
-    let out = srv.kubectl(&["create", "--validate=false", "-f", file.to_str().unwrap()]);
+    let out = srv.kubectl(&["create", "-f", file.to_str().unwrap()]);
     assert!(out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
@@ -266,7 +267,7 @@ fn warnings_reach_kubectl() {
         "      nodeSelector: {failure-domain.beta.kubernetes.io/zone: a}\n      containers:",
     );
     std::fs::write(&file, yaml).unwrap();
-    let out = srv.kubectl(&["apply", "--validate=false", "-f", file.to_str().unwrap()]);
+    let out = srv.kubectl(&["apply", "-f", file.to_str().unwrap()]);
     assert!(
         String::from_utf8_lossy(&out.stderr).contains(
             "Warning: spec.template.spec.nodeSelector[failure-domain.beta.kubernetes.io/zone]: deprecated since v1.17"
