@@ -205,7 +205,7 @@ pub async fn run(args: ApiArgs) -> anyhow::Result<()> {
 // The server under test.
 
 /// A running `krate server`, killed when dropped so that no run leaves one behind.
-struct Krate {
+pub(crate) struct Krate {
     child: Child,
     ready_after: Duration,
 }
@@ -213,7 +213,7 @@ struct Krate {
 impl Krate {
     /// Starts `krate server` and waits until it has written its admin kubeconfig, which it
     /// does once /readyz passes.
-    fn launch(bin: &Path, data_dir: &Path, log: &Path) -> anyhow::Result<Krate> {
+    pub(crate) fn launch(bin: &Path, data_dir: &Path, log: &Path) -> anyhow::Result<Krate> {
         let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
         let log_file = std::fs::OpenOptions::new().create(true).append(true).open(log)?;
         // On a restart, the previous run's kubeconfig must not count as ready.
@@ -240,7 +240,7 @@ impl Krate {
         Ok(krate)
     }
 
-    fn rss_mib(&self) -> anyhow::Result<f64> {
+    pub(crate) fn rss_mib(&self) -> anyhow::Result<f64> {
         let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))?;
         let kib = status
             .lines()
@@ -252,7 +252,7 @@ impl Krate {
     }
 
     /// SIGTERM, then SIGKILL if it has not ended within 10 s.
-    fn stop(&mut self) {
+    pub(crate) fn stop(&mut self) {
         if matches!(self.child.try_wait(), Ok(None)) {
             // SAFETY: kill(2) on our own child's pid has no memory-safety preconditions.
             unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
@@ -333,7 +333,7 @@ fn start_bare_server() -> anyhow::Result<Endpoint> {
 /// Where to connect and with which TLS settings; every [`Endpoint::client`] is a separate
 /// pool, hence a separate HTTP/2 connection.
 #[derive(Clone)]
-struct Endpoint {
+pub(crate) struct Endpoint {
     addr: SocketAddr,
     name: ServerName<'static>,
     base: String,
@@ -341,7 +341,7 @@ struct Endpoint {
 }
 
 impl Endpoint {
-    fn client(&self) -> Http {
+    pub(crate) fn client(&self) -> Http {
         let connector = Connector {
             addr: self.addr,
             name: self.name.clone(),
@@ -353,7 +353,7 @@ impl Endpoint {
 }
 
 /// The admin credentials and address from the kubeconfig `krate server` writes.
-fn admin_endpoint(kubeconfig: &Path) -> anyhow::Result<Endpoint> {
+pub(crate) fn admin_endpoint(kubeconfig: &Path) -> anyhow::Result<Endpoint> {
     let doc: serde_yaml_ng::Value = serde_yaml_ng::from_str(&std::fs::read_to_string(kubeconfig)?)?;
     let text = |v: &serde_yaml_ng::Value, what: &str| {
         v.as_str().map(str::to_string).with_context(|| format!("{}: no {what}", kubeconfig.display()))
@@ -471,7 +471,7 @@ impl hyper::rt::Write for TlsConn {
 }
 
 #[derive(Clone)]
-struct Http {
+pub(crate) struct Http {
     client: Client<Connector, Full<Bytes>>,
     base: String,
 }
@@ -502,7 +502,28 @@ impl Http {
         Ok(bytes)
     }
 
-    async fn call(&self, method: Method, path: &str, body: Bytes, want: StatusCode) -> anyhow::Result<Bytes> {
+    /// A GET asking for `accept`; returns the body (200 expected).
+    pub(crate) async fn get_as(&self, path: &str, accept: &str) -> anyhow::Result<Bytes> {
+        let req = Request::builder()
+            .method(Method::GET)
+            .uri(self.uri(path))
+            .header("accept", accept)
+            .body(Full::new(Bytes::new()))
+            .expect("a valid request");
+        let response = self.client.request(req).await.with_context(|| format!("GET {path}"))?;
+        let status = response.status();
+        let bytes = response.into_body().collect().await?.to_bytes();
+        anyhow::ensure!(status == StatusCode::OK, "GET {path} as {accept}: {status}");
+        Ok(bytes)
+    }
+
+    pub(crate) async fn call(
+        &self,
+        method: Method,
+        path: &str,
+        body: Bytes,
+        want: StatusCode,
+    ) -> anyhow::Result<Bytes> {
         self.request(method, self.uri(path), body, want).await
     }
 }
@@ -512,7 +533,7 @@ fn configmap(name: &str, value: &str) -> Bytes {
     Bytes::from(serde_json::to_vec(&cm).expect("JSON"))
 }
 
-async fn create_namespace(api: &Http, name: &str) -> anyhow::Result<()> {
+pub(crate) async fn create_namespace(api: &Http, name: &str) -> anyhow::Result<()> {
     let ns = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}});
     api.call(Method::POST, "/api/v1/namespaces", Bytes::from(ns.to_string()), StatusCode::CREATED).await?;
     Ok(())
@@ -576,16 +597,16 @@ async fn populate(
 // ---------------------------------------------------------------------------------------
 // Closed-loop load.
 
-struct Load {
-    summary: Summary,
-    rate: f64,
-    errors: usize,
+pub(crate) struct Load {
+    pub(crate) summary: Summary,
+    pub(crate) rate: f64,
+    pub(crate) errors: usize,
     first_error: Option<String>,
     usage: Usage,
 }
 
 impl Load {
-    fn report(self, what: &str) -> Load {
+    pub(crate) fn report(self, what: &str) -> Load {
         let s = &self.summary;
         eprintln!(
             "  {what}: {:.0} req/s, p50 {}, p99 {}, {} errors; CPU: {}",
@@ -612,7 +633,7 @@ impl Load {
 }
 
 /// Runs `op(worker, iteration)` back to back on `concurrency` tasks for `duration`.
-async fn drive<F, Fut>(concurrency: usize, duration: Duration, op: F) -> Load
+pub(crate) async fn drive<F, Fut>(concurrency: usize, duration: Duration, op: F) -> Load
 where
     F: Fn(usize, u64) -> Fut + Clone + Send + 'static,
     Fut: Future<Output = anyhow::Result<()>> + Send,

@@ -3,6 +3,7 @@
 //! `cargo build --release -p krate -p krate-bench`, `./target/release/krate-bench api`.
 
 mod api;
+mod kubectl;
 mod stats;
 mod store;
 
@@ -22,6 +23,9 @@ enum Command {
     /// The `krate server` binary over HTTPS beside a bare hyper server: GET, LIST, CREATE,
     /// watch fan-out, time to ready, memory.
     Api(api::ApiArgs),
+    /// kubectl apply of a 100-object manifest (client- and server-side) and LIST of 10k
+    /// pods as JSON, Table and protobuf.
+    Kubectl(kubectl::KubectlArgs),
 }
 
 #[tokio::main]
@@ -29,5 +33,6 @@ async fn main() -> anyhow::Result<()> {
     match Cli::parse().command {
         Command::Store(args) => store::run(args).await,
         Command::Api(args) => api::run(args).await,
+        Command::Kubectl(args) => kubectl::run(args).await,
     }
 }
