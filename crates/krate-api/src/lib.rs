@@ -18,6 +18,7 @@ pub mod generated;
 pub mod hooks;
 pub mod kinds;
 pub mod object;
+pub mod protobuf;
 pub mod registry;
 pub mod resource;
 pub mod schema;
