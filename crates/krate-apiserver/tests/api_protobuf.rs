@@ -258,7 +258,8 @@ async fn deployments_in_protobuf() {
     // Update in protobuf.
     let mut updated = created.clone();
     updated.spec.as_mut().unwrap().replicas = Some(3);
-    let r = send(&client, "PUT", &format!("{DEPLOYMENTS}/d"), PB, PB, envelope("apps/v1", "Deployment", &updated)).await;
+    let r =
+        send(&client, "PUT", &format!("{DEPLOYMENTS}/d"), PB, PB, envelope("apps/v1", "Deployment", &updated)).await;
     assert_eq!(r.code, 200, "{}", String::from_utf8_lossy(&r.body));
     let got = apps::Deployment::decode(open(&r.body).1.as_slice()).unwrap();
     assert_eq!(got.spec.unwrap().replicas, Some(3));

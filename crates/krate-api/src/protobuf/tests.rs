@@ -259,7 +259,8 @@ fn malformed_input_is_an_error_never_a_panic() {
 
 #[test]
 fn go_durations() {
-    for (n, s) in [(0, "0s"), (1_500, "1.5µs"), (2_000_000, "2ms"), (90_000_000_000, "1m30s"), (3_600_000_000_000, "1h0m0s")]
+    for (n, s) in
+        [(0, "0s"), (1_500, "1.5µs"), (2_000_000, "2ms"), (90_000_000_000, "1m30s"), (3_600_000_000_000, "1h0m0s")]
     {
         assert_eq!(transcode::format_go_duration(n), s);
         assert_eq!(transcode::parse_go_duration(s).unwrap(), n);

@@ -491,11 +491,7 @@ pub fn format_go_duration(n: i64) -> String {
     let u = n.unsigned_abs();
     let frac = |v: u64, div: u64, width: usize| {
         let (int, f) = (v / div, v % div);
-        if f == 0 {
-            int.to_string()
-        } else {
-            format!("{int}.{}", format!("{f:0width$}").trim_end_matches('0'))
-        }
+        if f == 0 { int.to_string() } else { format!("{int}.{}", format!("{f:0width$}").trim_end_matches('0')) }
     };
     let body = if u < 1_000 {
         format!("{u}ns")
