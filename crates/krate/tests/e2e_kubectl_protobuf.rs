@@ -64,6 +64,34 @@ fn kubectl_create_generators_speak_protobuf() {
     let sa = json(&srv, &["-n", "pb", "serviceaccount", "bot"]);
     assert_eq!(sa["metadata"]["name"], "bot");
 
+    let out = srv.kubectl_ok(&["create", "-n", "pb", "service", "clusterip", "web", "--tcp=80:8080"]);
+    assert!(out.contains("service/web created"), "{out}");
+    let svc = json(&srv, &["-n", "pb", "service", "web"]);
+    assert_eq!(svc["spec"]["ports"][0]["port"], 80);
+    assert_eq!(svc["spec"]["ports"][0]["targetPort"], 8080);
+    assert!(svc["spec"]["clusterIP"].as_str().is_some_and(|ip| ip.starts_with("10.")), "{svc}");
+
+    let out = srv.kubectl_ok(&["create", "-n", "pb", "role", "r", "--verb=get,list", "--resource=pods"]);
+    assert!(out.contains("role.rbac.authorization.k8s.io/r created"), "{out}");
+    let role = json(&srv, &["-n", "pb", "role", "r"]);
+    assert_eq!(role["rules"][0]["verbs"], serde_json::json!(["get", "list"]));
+    assert_eq!(role["rules"][0]["resources"], serde_json::json!(["pods"]));
+    let out = srv.kubectl_ok(&["create", "-n", "pb", "rolebinding", "rb", "--role=r", "--user=alice"]);
+    assert!(out.contains("rolebinding.rbac.authorization.k8s.io/rb created"), "{out}");
+    let rb = json(&srv, &["-n", "pb", "rolebinding", "rb"]);
+    assert_eq!(rb["roleRef"]["name"], "r");
+    assert_eq!(rb["subjects"][0]["name"], "alice");
+
+    let out = srv.kubectl_ok(&["create", "-n", "pb", "quota", "q", "--hard=pods=2,cpu=500m"]);
+    assert!(out.contains("resourcequota/q created"), "{out}");
+    let q = json(&srv, &["-n", "pb", "resourcequota", "q"]);
+    assert_eq!(q["spec"]["hard"], serde_json::json!({"pods": "2", "cpu": "500m"}));
+
+    let out = srv.kubectl_ok(&["create", "priorityclass", "high", "--value=1000", "--description=important"]);
+    assert!(out.contains("priorityclass.scheduling.k8s.io/high created"), "{out}");
+    let pc = json(&srv, &["priorityclass", "high"]);
+    assert_eq!((pc["value"].as_i64(), pc["description"].as_str()), (Some(1000), Some("important")));
+
     // The typed generators do send protobuf (kubectl logs its request and response
     // headers at -v=8), and a create that the server refuses comes back as a readable Status.
     let traced = srv.kubectl(&["create", "-n", "pb", "configmap", "traced", "--from-literal=a=b", "-v=8"]);
