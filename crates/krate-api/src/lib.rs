@@ -19,6 +19,7 @@ pub mod hooks;
 pub mod kinds;
 pub mod managedfields;
 pub mod object;
+pub mod protobuf;
 pub mod registry;
 pub mod resource;
 pub mod schema;

@@ -24,10 +24,22 @@ pub enum Format {
     Yaml,
     /// JSON, as a meta.k8s.io/v1 Table (server-side printing).
     Table,
+    /// `application/vnd.kubernetes.protobuf`, for built-in kinds (see [`for_kind`]).
+    Protobuf,
 }
 
 /// Picks the response format from Accept; 406 when only formats we do not speak are acceptable.
 pub fn negotiate(headers: &HeaderMap) -> Result<Format, ApiError> {
+    negotiate_with(headers, true)
+}
+
+/// The format for answers about a kind: protobuf only when the kind has a protobuf
+/// encoding (custom resources do not); otherwise the client's next choice, as upstream.
+pub fn for_kind(headers: &HeaderMap, format: Format, protobuf: bool) -> Result<Format, ApiError> {
+    if format == Format::Protobuf && !protobuf { negotiate_with(headers, false) } else { Ok(format) }
+}
+
+fn negotiate_with(headers: &HeaderMap, protobuf: bool) -> Result<Format, ApiError> {
     let Some(accept) = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()) else { return Ok(Format::Json) };
     for item in accept.split(',') {
         let mut parts = item.split(';').map(|p| p.trim().to_ascii_lowercase());
@@ -47,11 +59,13 @@ pub fn negotiate(headers: &HeaderMap) -> Result<Format, ApiError> {
         match mt.as_str() {
             "" | "*/*" | "application/*" | "application/json" => return Ok(Format::Json),
             "application/yaml" => return Ok(Format::Yaml),
+            krate_api::protobuf::MEDIA_TYPE if protobuf => return Ok(Format::Protobuf),
             _ => {}
         }
     }
     Err(ApiError::not_acceptable(format!(
-        "only the following media types are accepted: application/json, application/yaml (asked for {accept})"
+        "only the following media types are accepted: application/json, application/yaml{} (asked for {accept})",
+        if protobuf { ", application/vnd.kubernetes.protobuf" } else { "" }
     )))
 }
 
@@ -70,7 +84,7 @@ where
     }
 }
 
-/// Decodes a JSON or YAML object according to Content-Type.
+/// Decodes a JSON, YAML or protobuf object according to Content-Type.
 pub fn decode(headers: &HeaderMap, bytes: &[u8]) -> Result<Value, ApiError> {
     let ct = content_type(headers);
     let value: Value = match ct.as_str() {
@@ -80,9 +94,11 @@ pub fn decode(headers: &HeaderMap, bytes: &[u8]) -> Result<Value, ApiError> {
         "application/yaml" => {
             serde_yaml_ng::from_slice(bytes).map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))?
         }
+        krate_api::protobuf::MEDIA_TYPE => krate_api::protobuf::decode(bytes)
+            .map_err(|e| ApiError::bad_request(format!("error decoding protobuf: {e}")))?,
         other => {
             return Err(ApiError::unsupported_media_type(format!(
-                "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml (got {other})"
+                "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml, application/vnd.kubernetes.protobuf (got {other})"
             )));
         }
     };
@@ -194,7 +210,16 @@ fn indent(json: Bytes) -> Bytes {
 }
 
 pub fn respond_bytes(status: StatusCode, format: Format, json: Bytes) -> Response<Body> {
+    let protobuf = (format == Format::Protobuf)
+        .then(|| serde_json::from_slice::<Value>(&json).ok())
+        .flatten()
+        .and_then(|v| krate_api::protobuf::encode(&v).ok());
     let (ct, body) = match format {
+        // A value with no protobuf encoding (not a built-in kind) goes out as JSON.
+        Format::Protobuf => match protobuf {
+            Some(b) => (krate_api::protobuf::MEDIA_TYPE, Bytes::from(b)),
+            None => ("application/json", json),
+        },
         Format::Json | Format::Table if PRETTY.try_with(|p| *p).unwrap_or(false) => ("application/json", indent(json)),
         Format::Json | Format::Table => ("application/json", json),
         Format::Yaml => {

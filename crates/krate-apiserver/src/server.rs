@@ -136,7 +136,17 @@ impl ApiServer {
                     body::add_warnings(&mut response, warnings.take());
                     response
                 } else {
-                    self.non_resource(&info, &query, &parts.headers, format).await
+                    // OpenAPI and aggregated discovery pick their own forms; the rest of
+                    // discovery, version and health answer in JSON (or YAML).
+                    let format = if negotiates_itself(&info, &parts.headers) {
+                        Ok(format)
+                    } else {
+                        body::for_kind(&parts.headers, format, false)
+                    };
+                    match format {
+                        Ok(format) => self.non_resource(&info, &query, &parts.headers, format).await,
+                        Err(e) => body::error(&e, Format::Json),
+                    }
                 }
             }
         };
@@ -323,6 +333,8 @@ impl ApiServer {
             ));
         }
         let scope = Scope { resource: r.clone(), namespace: info.namespace.clone() };
+        let protobuf = krate_api::protobuf::supports(&r.group, &r.version, &r.kind);
+        let format = body::for_kind(&parts.headers, format, protobuf)?;
         let dry_run = match query.get("dryRun").map(String::as_str) {
             None | Some("") => false,
             Some("All") => true,
@@ -387,7 +399,7 @@ impl ApiServer {
                 }
                 Ok(body::respond_bytes(StatusCode::OK, format, list_json(&r, &list)))
             }
-            ("watch", None) => self.watch(&scope, query, format == Format::Table).await,
+            ("watch", None) => self.watch(&scope, query, format).await,
             // The legacy bindings resource binds the pod of the same name.
             ("create", None) if r.group.is_empty() && r.plural == "bindings" => {
                 let binding = body::decode(&parts.headers, &body::read(body).await?)?;
@@ -511,8 +523,9 @@ impl ApiServer {
         &self,
         scope: &Scope,
         query: &HashMap<String, String>,
-        table: bool,
+        format: Format,
     ) -> Result<Response<Body>, ApiError> {
+        let (table, protobuf) = (format == Format::Table, format == Format::Protobuf);
         let opts = WatchOptions {
             label_selector: query.get("labelSelector").cloned(),
             field_selector: query.get("fieldSelector").cloned(),
@@ -554,6 +567,9 @@ impl ApiServer {
             .ready_chunks(WATCH_BATCH)
             .map(move |items| {
                 let mut lines = items.into_iter().map(|item| {
+                    if protobuf {
+                        return protobuf_frame(&item);
+                    }
                     // As a Table, each object event carries a one-row table.
                     if table
                         && matches!(item.kind, "ADDED" | "MODIFIED" | "DELETED")
@@ -583,10 +599,27 @@ impl ApiServer {
         let body = BodyExt::boxed(StreamBody::new(frames));
         Ok(Response::builder()
             .status(StatusCode::OK)
-            .header(header::CONTENT_TYPE, "application/json")
+            .header(
+                header::CONTENT_TYPE,
+                if protobuf { krate_api::protobuf::WATCH_MEDIA_TYPE } else { "application/json" },
+            )
             .header("cache-control", "no-cache, private")
             .body(body)
             .expect("static headers are valid"))
+    }
+}
+
+/// One event of a protobuf watch stream (length-prefixed WatchEvent).
+fn protobuf_frame(item: &krate_api::registry::WatchItem) -> Bytes {
+    let frame = serde_json::from_slice::<Value>(&item.object)
+        .map_err(|e| e.to_string())
+        .and_then(|obj| krate_api::protobuf::watch_frame(item.kind, &obj).map_err(|e| e.to_string()));
+    match frame {
+        Ok(f) => Bytes::from(f),
+        Err(e) => {
+            tracing::warn!(error = %e, "a watch event has no protobuf encoding; skipped");
+            Bytes::new()
+        }
     }
 }
 

@@ -78,7 +78,7 @@ async fn yaml_responses_and_content_negotiation() {
     assert!(yaml.contains("kind: ConfigMap") && yaml.contains("name: y"), "{yaml}");
     let json = client.request_text(req("application/json;as=Table;v=v1;g=meta.k8s.io,application/json")).await.unwrap();
     assert!(json.starts_with('{'));
-    let e = status_of(client.request_text(req("application/vnd.kubernetes.protobuf")).await);
+    let e = status_of(client.request_text(req("text/csv")).await);
     assert_eq!((e.code, e.reason.as_str()), (406, "NotAcceptable"));
 }
 

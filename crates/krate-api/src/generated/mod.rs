@@ -1,3 +1,4 @@
+pub mod protobuf;
 pub mod resources;
 pub mod schema;
 pub mod shape;
