@@ -17,106 +17,233 @@ pub(super) fn secret_row(o: &Value, age: &str) -> Vec<Value> {
     vec![json!(object::name(o)), json!(s(o.get("type"))), json!(count(o.get("data"))), json!(age)]
 }
 
+/// EXTERNAL-IP by service type, as getServiceExternalIP (load balancer addresses unclipped:
+/// the server prints wide).
+fn service_external_ip(o: &Value) -> String {
+    let external: Vec<String> = items(o, "/spec/externalIPs").map(|v| s(Some(v))).collect();
+    match o.pointer("/spec/type").and_then(Value::as_str).unwrap_or("") {
+        "ClusterIP" | "NodePort" => {
+            if external.is_empty() {
+                "<none>".into()
+            } else {
+                external.join(",")
+            }
+        }
+        "LoadBalancer" => {
+            let mut set: Vec<String> = items(o, "/status/loadBalancer/ingress")
+                .filter_map(|i| {
+                    let (ip, host) = (s(i.get("ip")), s(i.get("hostname")));
+                    if !ip.is_empty() {
+                        Some(ip)
+                    } else if !host.is_empty() {
+                        Some(host)
+                    } else {
+                        None
+                    }
+                })
+                .collect();
+            set.sort();
+            set.dedup();
+            set.extend(external);
+            if set.is_empty() { "<pending>".into() } else { set.join(",") }
+        }
+        "ExternalName" => s(o.pointer("/spec/externalName")),
+        _ => "<unknown>".into(),
+    }
+}
+
 pub(super) fn service_row(o: &Value, age: &str) -> Vec<Value> {
-    let ports: Vec<String> = o
-        .pointer("/spec/ports")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
+    let ports: Vec<String> = items(o, "/spec/ports")
         .map(|p| {
-            let proto = p.get("protocol").and_then(Value::as_str).unwrap_or("TCP");
-            match p.get("nodePort") {
-                Some(n) if !n.is_null() => format!("{}:{n}/{proto}", s(p.get("port"))),
-                _ => format!("{}/{proto}", s(p.get("port"))),
+            let proto = s(p.get("protocol"));
+            match p.get("nodePort").and_then(Value::as_i64) {
+                Some(np) if np > 0 => format!("{}:{np}/{proto}", n(p, "/port")),
+                _ => format!("{}/{proto}", n(p, "/port")),
             }
         })
         .collect();
-    let external: Vec<String> = o
-        .pointer("/spec/externalIPs")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .filter_map(Value::as_str)
-        .map(String::from)
-        .chain(
-            o.pointer("/status/loadBalancer/ingress")
-                .and_then(Value::as_array)
-                .into_iter()
-                .flatten()
-                .filter_map(|i| i.get("ip").and_then(Value::as_str).map(String::from)),
-        )
-        .collect();
-    let ty = s(o.pointer("/spec/type"));
-    let external = match (external.is_empty(), ty.as_str()) {
-        (false, _) => external.join(","),
-        (true, "LoadBalancer") => "<pending>".into(),
-        (true, "ExternalName") => s(o.pointer("/spec/externalName")),
-        _ => "<none>".into(),
-    };
-    let selector = o
-        .pointer("/spec/selector")
-        .and_then(Value::as_object)
-        .map(|m| m.iter().map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or(""))).collect::<Vec<_>>().join(","));
+    let cluster_ip = o
+        .pointer("/spec/clusterIPs/0")
+        .or_else(|| o.pointer("/spec/clusterIP"))
+        .map(|v| s(Some(v)))
+        .filter(|v| !v.is_empty())
+        .unwrap_or_else(|| "<none>".into());
     vec![
         json!(object::name(o)),
-        json!(ty),
-        json!(s(o.pointer("/spec/clusterIP"))),
-        json!(external),
+        json!(s(o.pointer("/spec/type"))),
+        json!(cluster_ip),
+        json!(service_external_ip(o)),
         json!(if ports.is_empty() { "<none>".to_string() } else { ports.join(",") }),
         json!(age),
-        json!(selector.filter(|s| !s.is_empty()).unwrap_or_else(|| "<none>".into())),
+        json!(format_labels(o.pointer("/spec/selector"))),
     ]
 }
 
-/// Upstream's pod STATUS: the phase, refined by container states and deletion.
-pub(super) fn pod_status(o: &Value) -> String {
-    let mut reason = s(o.pointer("/status/reason"));
-    if reason.is_empty() {
-        reason = s(o.pointer("/status/phase"));
+fn condition_true(o: &Value, ty: &str) -> bool {
+    items(o, "/status/conditions").any(|c| {
+        c.get("type").and_then(Value::as_str) == Some(ty) && c.get("status").and_then(Value::as_str) == Some("True")
+    })
+}
+
+fn finished_at(c: &Value) -> Option<jiff::Timestamp> {
+    c.pointer("/lastState/terminated/finishedAt").and_then(Value::as_str).and_then(|t| t.parse().ok())
+}
+
+/// Upstream's printPod summary: ready/total containers, STATUS, and RESTARTS (with the age of
+/// the last restart when known).
+struct PodSummary {
+    ready: usize,
+    total: usize,
+    reason: String,
+    restarts: String,
+}
+
+fn pod_summary(o: &Value) -> PodSummary {
+    let phase = s(o.pointer("/status/phase"));
+    let mut reason = or(o.pointer("/status/reason"), &phase);
+    if items(o, "/status/conditions").any(|c| {
+        c.get("type").and_then(Value::as_str) == Some("PodScheduled")
+            && c.get("reason").and_then(Value::as_str) == Some("SchedulingGated")
+    }) {
+        reason = "SchedulingGated".into();
     }
-    let statuses: Vec<&Value> =
-        o.pointer("/status/containerStatuses").and_then(Value::as_array).into_iter().flatten().collect();
-    for c in statuses.iter().rev() {
-        if let Some(r) = c.pointer("/state/waiting/reason").and_then(Value::as_str).filter(|r| !r.is_empty()) {
-            reason = r.to_string();
-        } else if let Some(t) = c.pointer("/state/terminated") {
-            reason = t
-                .get("reason")
-                .and_then(Value::as_str)
-                .map(String::from)
-                .unwrap_or_else(|| format!("ExitCode:{}", s(t.get("exitCode"))));
+    let init_specs: Vec<&Value> = items(o, "/spec/initContainers").collect();
+    // Sidecars (restartable init containers) count as containers.
+    let restartable = |name: &str| {
+        init_specs.iter().any(|c| {
+            c.get("name").and_then(Value::as_str) == Some(name)
+                && c.get("restartPolicy").and_then(Value::as_str) == Some("Always")
+        })
+    };
+    let total = len(o.pointer("/spec/containers"))
+        + init_specs.iter().filter(|c| c.get("restartPolicy").and_then(Value::as_str) == Some("Always")).count();
+    let mut ready = 0;
+    let (mut restarts, mut sidecar_restarts) = (0i64, 0i64);
+    let (mut last_restart, mut last_sidecar_restart): (Option<jiff::Timestamp>, Option<jiff::Timestamp>) = (None, None);
+    let mut initializing = false;
+    for (i, c) in items(o, "/status/initContainerStatuses").enumerate() {
+        let count = n(c, "/restartCount");
+        restarts += count;
+        let finished = finished_at(c);
+        last_restart = last_restart.max(finished);
+        let sidecar = restartable(&s(c.get("name")));
+        if sidecar {
+            sidecar_restarts += count;
+            last_sidecar_restart = last_sidecar_restart.max(finished);
+        }
+        let terminated = c.pointer("/state/terminated").filter(|t| t.is_object());
+        let waiting_reason = s(c.pointer("/state/waiting/reason"));
+        match terminated {
+            Some(t) if n(t, "/exitCode") == 0 => continue,
+            _ if sidecar && c.get("started").and_then(Value::as_bool) == Some(true) => {
+                if c.get("ready").and_then(Value::as_bool) == Some(true) {
+                    ready += 1;
+                }
+                continue;
+            }
+            Some(t) => {
+                let r = s(t.get("reason"));
+                reason = match (r.is_empty(), n(t, "/signal")) {
+                    (false, _) => format!("Init:{r}"),
+                    (true, 0) => format!("Init:ExitCode:{}", n(t, "/exitCode")),
+                    (true, sig) => format!("Init:Signal:{sig}"),
+                };
+            }
+            None if !waiting_reason.is_empty() && waiting_reason != "PodInitializing" => {
+                reason = format!("Init:{waiting_reason}");
+            }
+            None => reason = format!("Init:{i}/{}", init_specs.len()),
+        }
+        initializing = true;
+        break;
+    }
+    if !initializing || condition_true(o, "Initialized") {
+        restarts = sidecar_restarts;
+        last_restart = last_sidecar_restart;
+        let mut has_running = false;
+        let statuses: Vec<&Value> = items(o, "/status/containerStatuses").collect();
+        for c in statuses.iter().rev() {
+            restarts += n(c, "/restartCount");
+            last_restart = last_restart.max(finished_at(c));
+            let waiting = s(c.pointer("/state/waiting/reason"));
+            let terminated = c.pointer("/state/terminated").filter(|t| t.is_object());
+            if !waiting.is_empty() {
+                reason = waiting;
+            } else if let Some(t) = terminated {
+                let r = s(t.get("reason"));
+                reason = match (r.is_empty(), n(t, "/signal")) {
+                    (false, _) => r,
+                    (true, 0) => format!("ExitCode:{}", n(t, "/exitCode")),
+                    (true, sig) => format!("Signal:{sig}"),
+                };
+            } else if c.get("ready").and_then(Value::as_bool) == Some(true)
+                && c.pointer("/state/running").is_some_and(Value::is_object)
+            {
+                has_running = true;
+                ready += 1;
+            }
+        }
+        if reason == "Completed" && has_running {
+            reason = if condition_true(o, "Ready") { "Running".into() } else { "NotReady".into() };
         }
     }
-    if object::is_deleting(o) {
-        reason = if s(o.pointer("/status/reason")) == "NodeLost" { "Unknown".into() } else { "Terminating".into() };
+    if object::is_deleting(o) && s(o.pointer("/status/reason")) == "NodeLost" {
+        reason = "Unknown".into();
+    } else if object::is_deleting(o) && phase != "Succeeded" && phase != "Failed" {
+        reason = "Terminating".into();
     }
-    reason
+    let restarts = match last_restart {
+        Some(t) if restarts != 0 => {
+            format!("{restarts} ({} ago)", human_duration((jiff::Timestamp::now() - t).get_seconds()))
+        }
+        _ => restarts.to_string(),
+    };
+    PodSummary { ready, total, reason, restarts }
+}
+
+/// Upstream's pod STATUS: the phase, refined by init and app container states and deletion.
+pub fn pod_status(o: &Value) -> String {
+    pod_summary(o).reason
 }
 
 pub(super) fn pod_row(o: &Value, age: &str) -> Vec<Value> {
-    let statuses: Vec<&Value> =
-        o.pointer("/status/containerStatuses").and_then(Value::as_array).into_iter().flatten().collect();
-    let total = o.pointer("/spec/containers").and_then(Value::as_array).map_or(0, Vec::len);
-    let ready = statuses.iter().filter(|c| c.get("ready") == Some(&Value::Bool(true))).count();
-    let restarts: i64 = statuses.iter().filter_map(|c| c.get("restartCount").and_then(Value::as_i64)).sum();
-    let none = |v: String| if v.is_empty() { "<none>".to_string() } else { v };
+    let p = pod_summary(o);
+    let gates: Vec<String> = items(o, "/spec/readinessGates").map(|g| s(g.get("conditionType"))).collect();
+    // A gate counts when the first condition of its type is True.
+    let gates = if gates.is_empty() {
+        "<none>".to_string()
+    } else {
+        let met = gates
+            .iter()
+            .filter(|g| {
+                items(o, "/status/conditions")
+                    .find(|c| c.get("type").and_then(Value::as_str) == Some(g.as_str()))
+                    .is_some_and(|c| c.get("status").and_then(Value::as_str) == Some("True"))
+            })
+            .count();
+        format!("{met}/{}", gates.len())
+    };
     vec![
         json!(object::name(o)),
-        json!(format!("{ready}/{total}")),
-        json!(pod_status(o)),
-        json!(restarts.to_string()),
+        json!(format!("{}/{}", p.ready, p.total)),
+        json!(p.reason),
+        json!(p.restarts),
         json!(age),
-        json!(none(s(o.pointer("/status/podIP")))),
-        json!(none(s(o.pointer("/spec/nodeName")))),
-        json!(none(s(o.pointer("/status/nominatedNodeName")))),
-        json!("<none>"),
+        json!(or(o.pointer("/status/podIPs/0/ip"), "<none>")),
+        json!(or(o.pointer("/spec/nodeName"), "<none>")),
+        json!(or(o.pointer("/status/nominatedNodeName"), "<none>")),
+        json!(gates),
     ]
 }
 
+fn node_address(o: &Value, ty: &str) -> String {
+    items(o, "/status/addresses")
+        .find(|a| a.get("type").and_then(Value::as_str) == Some(ty))
+        .map_or_else(|| "<none>".to_string(), |a| s(a.get("address")))
+}
+
 pub(super) fn node_row(o: &Value, age: &str) -> Vec<Value> {
-    let conditions: Vec<&Value> =
-        o.pointer("/status/conditions").and_then(Value::as_array).into_iter().flatten().collect();
-    let ready = conditions.iter().find(|c| c.get("type").and_then(Value::as_str) == Some("Ready"));
+    let ready = items(o, "/status/conditions").find(|c| c.get("type").and_then(Value::as_str) == Some("Ready"));
     let mut status = match ready.and_then(|c| c.get("status")).and_then(Value::as_str) {
         Some("True") => "Ready".to_string(),
         Some(_) => "NotReady".to_string(),
@@ -125,95 +252,130 @@ pub(super) fn node_row(o: &Value, age: &str) -> Vec<Value> {
     if o.pointer("/spec/unschedulable") == Some(&Value::Bool(true)) {
         status.push_str(",SchedulingDisabled");
     }
-    let roles: Vec<&str> = object::labels(o)
+    // Roles from node-role.kubernetes.io/<role> keys and the kubernetes.io/role value, as a sorted set.
+    let mut roles: Vec<String> = object::labels(o)
         .into_iter()
         .flatten()
-        .filter_map(|(k, _)| k.strip_prefix("node-role.kubernetes.io/"))
+        .filter_map(|(k, v)| match k.strip_prefix("node-role.kubernetes.io/") {
+            Some(role) if !role.is_empty() => Some(role.to_string()),
+            Some(_) => None,
+            None if k == "kubernetes.io/role" => v.as_str().filter(|v| !v.is_empty()).map(String::from),
+            None => None,
+        })
         .collect();
+    roles.sort();
+    roles.dedup();
     vec![
         json!(object::name(o)),
         json!(status),
         json!(if roles.is_empty() { "<none>".to_string() } else { roles.join(",") }),
         json!(age),
         json!(s(o.pointer("/status/nodeInfo/kubeletVersion"))),
+        json!(node_address(o, "InternalIP")),
+        json!(node_address(o, "ExternalIP")),
+        json!(or(o.pointer("/status/nodeInfo/osImage"), "<unknown>")),
+        json!(or(o.pointer("/status/nodeInfo/kernelVersion"), "<unknown>")),
+        json!(or(o.pointer("/status/nodeInfo/containerRuntimeVersion"), "<unknown>")),
     ]
 }
 
-pub(super) fn event_row(o: &Value, age: &str) -> Vec<Value> {
-    let last = age_of(o.get("lastTimestamp"))
-        .or_else(|| age_of(o.pointer("/series/lastObservedTime")))
-        .or_else(|| age_of(o.get("eventTime")))
-        .unwrap_or_else(|| age.to_string());
+pub(super) fn event_row(o: &Value, _age: &str) -> Vec<Value> {
+    let first =
+        age_of(o.get("firstTimestamp")).or_else(|| age_of(o.get("eventTime"))).unwrap_or_else(|| "<unknown>".into());
+    let mut last = age_of(o.get("lastTimestamp")).unwrap_or_else(|| first.clone());
+    let mut count = n(o, "/count");
+    if o.get("series").is_some_and(Value::is_object) {
+        last = age_of(o.pointer("/series/lastObservedTime")).unwrap_or_else(|| "<unknown>".into());
+        count = n(o, "/series/count");
+    } else if count == 0 {
+        // Singleton events of the events.k8s.io API carry no count.
+        count = 1;
+    }
     let kind = s(o.pointer("/involvedObject/kind")).to_lowercase();
+    let name = s(o.pointer("/involvedObject/name"));
+    let target = if name.is_empty() { kind } else { format!("{kind}/{name}") };
+    let first_non_empty = |a: String, b: String| if a.is_empty() { b } else { a };
+    let component = first_non_empty(s(o.pointer("/source/component")), s(o.get("reportingComponent")));
+    let instance = first_non_empty(s(o.pointer("/source/host")), s(o.get("reportingInstance")));
+    let source = if instance.is_empty() { component } else { format!("{component}, {instance}") };
     vec![
         json!(last),
         json!(s(o.get("type"))),
         json!(s(o.get("reason"))),
-        json!(format!("{kind}/{}", s(o.pointer("/involvedObject/name")))),
-        json!(s(o.get("message"))),
+        json!(target),
+        json!(s(o.pointer("/involvedObject/fieldPath"))),
+        json!(source),
+        json!(s(o.get("message")).trim()),
+        json!(first),
+        json!(count),
+        json!(object::name(o)),
     ]
 }
 
 pub(super) fn service_account_row(o: &Value, age: &str) -> Vec<Value> {
-    let secrets = o.get("secrets").and_then(Value::as_array).map_or(0, Vec::len);
-    vec![json!(object::name(o)), json!(secrets), json!(age)]
+    vec![json!(object::name(o)), json!(len(o.get("secrets"))), json!(age)]
 }
 
+/// formatEndpoints: ip:port for each port then each address (bare IPs for port-less
+/// subsets), the first three, then " + N more...".
 pub(super) fn endpoints_row(o: &Value, age: &str) -> Vec<Value> {
     let mut eps = Vec::new();
-    for subset in o.get("subsets").and_then(Value::as_array).into_iter().flatten() {
-        let ports: Vec<String> =
-            subset.get("ports").and_then(Value::as_array).into_iter().flatten().map(|p| s(p.get("port"))).collect();
-        for a in subset.get("addresses").and_then(Value::as_array).into_iter().flatten() {
-            let ip = s(a.get("ip"));
-            if ports.is_empty() {
-                eps.push(ip.clone());
+    for subset in items(o, "/subsets") {
+        let addresses: Vec<String> = items(subset, "/addresses").map(|a| s(a.get("ip"))).collect();
+        let ports: Vec<i64> = items(subset, "/ports").map(|p| n(p, "/port")).collect();
+        if ports.is_empty() {
+            eps.extend(addresses.iter().cloned());
+            continue;
+        }
+        for port in ports {
+            for ip in &addresses {
+                eps.push(if ip.contains(':') { format!("[{ip}]:{port}") } else { format!("{ip}:{port}") });
             }
-            eps.extend(ports.iter().map(|p| format!("{ip}:{p}")));
         }
     }
     let shown = match eps.len() {
-        0 => "<none>".to_string(),
+        _ if len(o.get("subsets")) == 0 => "<none>".to_string(),
         n if n > 3 => format!("{} + {} more...", eps[..3].join(","), n - 3),
         _ => eps.join(","),
     };
     vec![json!(object::name(o)), json!(shown), json!(age)]
 }
 
+/// Capacity and access modes show once the claim is bound to a volume.
 pub(super) fn pvc_row(o: &Value, age: &str) -> Vec<Value> {
-    let modes: Vec<String> = o
-        .pointer("/status/accessModes")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .filter_map(Value::as_str)
-        .map(|m| match m {
-            "ReadWriteOnce" => "RWO".to_string(),
-            "ReadOnlyMany" => "ROX".to_string(),
-            "ReadWriteMany" => "RWX".to_string(),
-            "ReadWriteOncePod" => "RWOP".to_string(),
-            other => other.to_string(),
-        })
-        .collect();
-    let or_unset = |v: String| if v.is_empty() { "<unset>".to_string() } else { v };
+    let bound = !s(o.pointer("/spec/volumeName")).is_empty();
+    let (capacity, modes) = if bound {
+        (quantity(o.pointer("/status/capacity/storage")), access_modes(o, "/status/accessModes"))
+    } else {
+        (String::new(), String::new())
+    };
     vec![
         json!(object::name(o)),
-        json!(s(o.pointer("/status/phase"))),
+        json!(volume_phase(o)),
         json!(s(o.pointer("/spec/volumeName"))),
-        json!(s(o.pointer("/status/capacity/storage"))),
-        json!(modes.join(",")),
-        json!(or_unset(s(o.pointer("/spec/storageClassName")))),
-        json!(or_unset(s(o.pointer("/spec/volumeAttributesClassName")))),
+        json!(capacity),
+        json!(modes),
+        json!(storage_class(o)),
+        json!(or(o.pointer("/spec/volumeAttributesClassName"), "<unset>")),
         json!(age),
+        json!(or(o.pointer("/spec/volumeMode"), "<unset>")),
     ]
 }
 
-const EVENT_COLUMNS: &[Column] = &[col("Last Seen"), col("Type"), col("Reason"), col("Object"), col("Message")];
-
-const SERVICE_ACCOUNT_COLUMNS: &[Column] = &[NAME, col("Secrets"), col("Age")];
-
-const ENDPOINTS_COLUMNS: &[Column] = &[NAME, col("Endpoints"), col("Age")];
-
+const EVENT_COLUMNS: &[Column] = &[
+    col("Last Seen"),
+    col("Type"),
+    col("Reason"),
+    col("Object"),
+    wide("Subobject"),
+    wide("Source"),
+    col("Message"),
+    wide("First Seen"),
+    wide("Count"),
+    Column { name: "Name", kind: "string", format: "name", wide: true },
+];
+const SERVICE_ACCOUNT_COLUMNS: &[Column] = &[NAME, col("Secrets"), AGE];
+const ENDPOINTS_COLUMNS: &[Column] = &[NAME, col("Endpoints"), AGE];
 const PVC_COLUMNS: &[Column] = &[
     NAME,
     col("Status"),
@@ -222,33 +384,37 @@ const PVC_COLUMNS: &[Column] = &[
     col("Access Modes"),
     col("StorageClass"),
     col("VolumeAttributesClass"),
-    col("Age"),
+    AGE,
+    wide("VolumeMode"),
 ];
-
-const NAMESPACE_COLUMNS: &[Column] = &[NAME, col("Status"), col("Age")];
-
-const CONFIGMAP_COLUMNS: &[Column] = &[NAME, col("Data"), col("Age")];
-
-const SECRET_COLUMNS: &[Column] = &[NAME, col("Type"), col("Data"), col("Age")];
-
+const NAMESPACE_COLUMNS: &[Column] = &[NAME, col("Status"), AGE];
+const CONFIGMAP_COLUMNS: &[Column] = &[NAME, col("Data"), AGE];
+const SECRET_COLUMNS: &[Column] = &[NAME, col("Type"), col("Data"), AGE];
 const SERVICE_COLUMNS: &[Column] =
-    &[NAME, col("Type"), col("Cluster-IP"), col("External-IP"), col("Port(s)"), col("Age"), wide("Selector")];
-
+    &[NAME, col("Type"), col("Cluster-IP"), col("External-IP"), col("Port(s)"), AGE, wide("Selector")];
 const POD_COLUMNS: &[Column] = &[
     NAME,
     col("Ready"),
     col("Status"),
-    RESTARTS,
-    col("Age"),
+    col("Restarts"),
+    AGE,
     wide("IP"),
     wide("Node"),
     wide("Nominated Node"),
     wide("Readiness Gates"),
 ];
-
-const NODE_COLUMNS: &[Column] = &[NAME, col("Status"), col("Roles"), col("Age"), col("Version")];
-
-const RESTARTS: Column = Column { name: "Restarts", kind: "string", format: "", wide: false };
+const NODE_COLUMNS: &[Column] = &[
+    NAME,
+    col("Status"),
+    col("Roles"),
+    AGE,
+    col("Version"),
+    wide("Internal-IP"),
+    wide("External-IP"),
+    wide("OS-Image"),
+    wide("Kernel-Version"),
+    wide("Container-Runtime"),
+];
 
 /// helper.GetAccessModesAsString: upstream's short names in its fixed order, not the object's.
 fn access_modes(o: &Value, p: &str) -> String {

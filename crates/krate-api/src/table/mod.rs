@@ -24,6 +24,8 @@ mod rbac;
 mod resource;
 mod storage;
 
+pub use self::core::pod_status;
+
 /// One column: header, type, and whether it shows only with `-o wide` (priority 1).
 pub struct Column {
     pub name: &'static str,
