@@ -8,7 +8,7 @@ use crate::object;
 pub(super) fn deployment_row(o: &Value, age: &str) -> Vec<Value> {
     let n = |p: &str| o.pointer(p).and_then(Value::as_i64).unwrap_or(0);
     let (names, images) = containers_and_images(o.pointer("/spec/template/spec"));
-    let selector = o.pointer("/spec/selector").map(crate::registry::label_selector_string).unwrap_or_default();
+    let selector = o.pointer("/spec/selector").filter(|v| v.is_object()).map(selector_string).unwrap_or_default();
     vec![
         json!(object::name(o)),
         json!(format!("{}/{}", n("/status/readyReplicas"), n("/spec/replicas"))),

@@ -166,9 +166,37 @@ fn format_labels(m: Option<&Value>) -> String {
     if pairs.is_empty() { "<none>".into() } else { pairs.join(",") }
 }
 
+/// A LabelSelector as labels.Selector's String(): requirements sorted by key, set values
+/// sorted ("a=b,env in (dev,prod),!legacy"); "" when it selects by nothing.
+fn selector_string(sel: &Value) -> String {
+    let mut reqs: Vec<(String, String)> = sel
+        .get("matchLabels")
+        .and_then(Value::as_object)
+        .into_iter()
+        .flatten()
+        .map(|(k, v)| (k.clone(), format!("{k}={}", s(Some(v)))))
+        .collect();
+    for e in items(sel, "/matchExpressions") {
+        let key = s(e.get("key"));
+        let mut values: Vec<String> = items(e, "/values").map(|v| s(Some(v))).collect();
+        values.sort();
+        values.dedup();
+        let req = match e.get("operator").and_then(Value::as_str).unwrap_or("") {
+            "In" => format!("{key} in ({})", values.join(",")),
+            "NotIn" => format!("{key} notin ({})", values.join(",")),
+            "Exists" => key.clone(),
+            "DoesNotExist" => format!("!{key}"),
+            _ => continue,
+        };
+        reqs.push((key, req));
+    }
+    reqs.sort_by(|a, b| a.0.cmp(&b.0));
+    reqs.into_iter().map(|(_, r)| r).collect::<Vec<_>>().join(",")
+}
+
 /// metav1.FormatLabelSelector: the selector's string form, "<none>" when it selects by nothing.
 fn format_selector(sel: Option<&Value>) -> String {
-    let v = sel.filter(|v| v.is_object()).map(crate::registry::label_selector_string).unwrap_or_default();
+    let v = sel.filter(|v| v.is_object()).map(selector_string).unwrap_or_default();
     if v.is_empty() { "<none>".into() } else { v }
 }
 

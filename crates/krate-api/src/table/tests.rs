@@ -635,3 +635,17 @@ fn nodes_and_events_fill_wide_cells() {
         (&json!("30s"), &json!("node"), &json!("scheduler"), &json!(1))
     );
 }
+
+#[test]
+fn selectors_print_sorted_like_labels_selector() {
+    let sel = json!({"matchLabels": {"tier": "web", "app": "shop"},
+        "matchExpressions": [{"key": "env", "operator": "In", "values": ["prod", "dev"]}, {"key": "legacy", "operator": "DoesNotExist"}]});
+    assert_eq!(format_selector(Some(&sel)), "app=shop,env in (dev,prod),!legacy,tier=web");
+    assert_eq!(format_selector(Some(&json!({}))), "<none>");
+    assert_eq!(format_selector(None), "<none>");
+    let deploy = json!({"metadata": {"name": "d"}, "spec": {"replicas": 2, "selector": sel,
+        "template": {"spec": {"containers": [{"name": "c", "image": "i"}]}}}, "status": {"readyReplicas": 1}});
+    let cells = row("apps", "Deployment", deploy);
+    assert_eq!(cells[1], json!("1/2"));
+    assert_eq!(cells[7], json!("app=shop,env in (dev,prod),!legacy,tier=web"));
+}
