@@ -536,6 +536,10 @@ const RESOURCE_QUOTA_COLUMNS: &[Column] = &[NAME, col("Request"), col("Limit"), 
 const COMPONENT_STATUS_COLUMNS: &[Column] = &[NAME, col("Status"), col("Message"), col("Error")];
 
 pub(super) fn lookup(group: &str, kind: &str) -> Option<Entry> {
+    // events.k8s.io Events are stored as core Events, and upstream prints both alike.
+    if (group, kind) == ("events.k8s.io", "Event") {
+        return Some((EVENT_COLUMNS, event_row));
+    }
     if !group.is_empty() {
         return None;
     }

@@ -77,6 +77,7 @@ const KINDS: &[(&str, &str)] = &[
     ("", "Service"),
     ("", "Node"),
     ("", "Event"),
+    ("events.k8s.io", "Event"),
     ("", "Namespace"),
     ("", "ConfigMap"),
     ("", "Secret"),
@@ -627,6 +628,7 @@ fn nodes_and_events_fill_wide_cells() {
             json!("p.17a")
         ]
     );
+    assert_eq!(headers("events.k8s.io", "Event"), headers("", "Event"));
     let new_api = json!({"metadata": {"name": "e"}, "involvedObject": {"kind": "Node"}, "eventTime": ago(30),
         "reportingComponent": "scheduler"});
     let cells = row("", "Event", new_api);
