@@ -236,6 +236,17 @@ pub(super) fn pod_row(o: &Value, age: &str) -> Vec<Value> {
     ]
 }
 
+/// The row condition upstream attaches to a finished pod's row (Completed, with the phase as reason).
+pub(super) fn pod_row_conditions(o: &Value) -> Option<Value> {
+    let message = match o.pointer("/status/phase").and_then(Value::as_str)? {
+        "Succeeded" => "The pod has completed successfully.",
+        "Failed" => "The pod failed.",
+        _ => return None,
+    };
+    let reason = s(o.pointer("/status/phase"));
+    Some(json!([{"type": "Completed", "status": "True", "reason": reason, "message": message}]))
+}
+
 fn node_address(o: &Value, ty: &str) -> String {
     items(o, "/status/addresses")
         .find(|a| a.get("type").and_then(Value::as_str) == Some(ty))

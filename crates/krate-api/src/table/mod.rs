@@ -255,6 +255,11 @@ pub fn table(group: &str, kind: &str, objects: &[Value], resource_version: Optio
         .iter()
         .map(|o| {
             let mut row = json!({"cells": (def.row)(o, &age(o))});
+            if (group, kind) == ("", "Pod")
+                && let Some(conditions) = core::pod_row_conditions(o)
+            {
+                row["conditions"] = conditions;
+            }
             match include {
                 "None" => {}
                 "Object" => row["object"] = o.clone(),

@@ -651,3 +651,15 @@ fn selectors_print_sorted_like_labels_selector() {
     assert_eq!(cells[1], json!("1/2"));
     assert_eq!(cells[7], json!("app=shop,env in (dev,prod),!legacy,tier=web"));
 }
+
+#[test]
+fn finished_pods_carry_upstreams_row_condition() {
+    let pod = json!({"metadata": {"name": "done"}, "spec": {"containers": [{"name": "a"}]}, "status": {"phase": "Succeeded"}});
+    let t = table("", "Pod", &[pod], None, "None");
+    assert_eq!(
+        t["rows"][0]["conditions"],
+        json!([{"type": "Completed", "status": "True", "reason": "Succeeded", "message": "The pod has completed successfully."}])
+    );
+    let running = json!({"metadata": {"name": "r"}, "status": {"phase": "Running"}});
+    assert!(table("", "Pod", &[running], None, "None")["rows"][0].get("conditions").is_none());
+}
