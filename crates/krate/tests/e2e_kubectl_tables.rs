@@ -122,3 +122,69 @@ fn kubectl_get_prints_upstream_columns() {
     let r = row(&["get", "endpointslice", "web-1"]);
     assert!(r.starts_with("web-1 IPv4 80 10.0.0.1 "), "{r}");
 }
+
+#[test]
+fn kubectl_get_prints_upstream_columns_for_cluster_kinds() {
+    let dir = tempfile::tempdir().unwrap();
+    let srv = Server::start(&dir.path().join("data"), free_port());
+    let docs = [
+        "apiVersion: networking.k8s.io/v1\nkind: IngressClass\nmetadata: {name: nginx}\nspec: {controller: k8s.io/ingress-nginx}\n",
+        "apiVersion: admissionregistration.k8s.io/v1\nkind: ValidatingAdmissionPolicy\nmetadata: {name: replicas}\nspec:\n  matchConstraints:\n    resourceRules: [{apiGroups: [apps], apiVersions: [v1], operations: [CREATE], resources: [deployments]}]\n  validations: [{expression: 'object.spec.replicas <= 5'}]\n",
+        "apiVersion: admissionregistration.k8s.io/v1\nkind: ValidatingAdmissionPolicyBinding\nmetadata: {name: replicas}\nspec: {policyName: replicas, validationActions: [Deny]}\n",
+        "apiVersion: node.k8s.io/v1\nkind: RuntimeClass\nmetadata: {name: gvisor}\nhandler: runsc\n",
+        "apiVersion: storage.k8s.io/v1\nkind: CSIDriver\nmetadata: {name: csi.example.com}\nspec: {attachRequired: false}\n",
+        "apiVersion: v1\nkind: ReplicationController\nmetadata: {name: legacy, namespace: default}\nspec:\n  replicas: 0\n  selector: {app: legacy}\n  template:\n    metadata: {labels: {app: legacy}}\n    spec: {containers: [{name: c, image: busybox}]}\n",
+        "apiVersion: v1\nkind: PodTemplate\nmetadata: {name: tpl, namespace: default}\ntemplate:\n  metadata: {labels: {app: tpl}}\n  spec: {containers: [{name: c, image: busybox}]}\n",
+    ];
+    let file = dir.path().join("cluster.yaml");
+    std::fs::write(&file, docs.join("---\n")).unwrap();
+    srv.kubectl_ok(&["create", "--validate=false", "-f", &file.display().to_string()]);
+
+    // (resource, name, header, header with -o wide, row prefix)
+    let cases = [
+        ("ingressclass", "nginx", "NAME CONTROLLER PARAMETERS AGE", "", "nginx k8s.io/ingress-nginx <none> "),
+        ("validatingadmissionpolicy", "replicas", "NAME VALIDATIONS PARAMKIND AGE", "", "replicas 1 <unset> "),
+        (
+            "validatingadmissionpolicybinding",
+            "replicas",
+            "NAME POLICYNAME PARAMREF AGE",
+            "",
+            "replicas replicas <unset> ",
+        ),
+        ("runtimeclass", "gvisor", "NAME HANDLER AGE", "", "gvisor runsc "),
+        (
+            "csidriver",
+            "csi.example.com",
+            "NAME ATTACHREQUIRED PODINFOONMOUNT STORAGECAPACITY TOKENREQUESTS REQUIRESREPUBLISH MODES AGE",
+            "",
+            "csi.example.com false false false <unset> false ",
+        ),
+        (
+            "replicationcontroller",
+            "legacy",
+            "NAME DESIRED CURRENT READY AGE",
+            "NAME DESIRED CURRENT READY AGE CONTAINERS IMAGES SELECTOR",
+            "legacy 0 0 0 ",
+        ),
+        ("podtemplate", "tpl", "NAME CONTAINERS IMAGES POD LABELS", "", "tpl c busybox app=tpl"),
+    ];
+    for (resource, name, header, wide_header, prefix) in cases {
+        let plain = squeeze(&srv.kubectl_ok(&["get", resource, name]));
+        assert_eq!(plain[0], header, "kubectl get {resource}: {plain:?}");
+        assert!(plain[1].starts_with(prefix), "kubectl get {resource}: {plain:?}");
+        let wide = squeeze(&srv.kubectl_ok(&["get", resource, name, "-o", "wide"]));
+        assert_eq!(wide[0], if wide_header.is_empty() { header } else { wide_header }, "{resource} -o wide");
+    }
+    // Kinds the server keeps itself, when it has any.
+    for (resource, header) in [
+        ("flowschemas", "NAME PRIORITYLEVEL MATCHINGPRECEDENCE DISTINGUISHERMETHOD AGE MISSINGPL"),
+        ("prioritylevelconfigurations", "NAME TYPE NOMINALCONCURRENCYSHARES QUEUES HANDSIZE QUEUELENGTHLIMIT AGE"),
+        ("apiservices", "NAME SERVICE AVAILABLE AGE"),
+        ("customresourcedefinitions", "NAME CREATED AT"),
+    ] {
+        let out = squeeze(&srv.kubectl_ok(&["get", resource]));
+        if out.len() > 1 {
+            assert_eq!(out[0], header, "kubectl get {resource}: {out:?}");
+        }
+    }
+}
