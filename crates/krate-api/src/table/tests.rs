@@ -663,3 +663,70 @@ fn finished_pods_carry_upstreams_row_condition() {
     let running = json!({"metadata": {"name": "r"}, "status": {"phase": "Running"}});
     assert!(table("", "Pod", &[running], None, "None")["rows"][0].get("conditions").is_none());
 }
+
+/// Cases from upstream's TestPrintHPA: each metric source, with and without a current value.
+#[test]
+fn hpa_targets_as_upstreams_tests() {
+    let hpa = |metric: Value, current: Option<Value>| {
+        let mut o = json!({"metadata": {"name": "some-hpa"}, "spec": {"scaleTargetRef": {"name": "some-rc", "kind": "ReplicationController"},
+            "minReplicas": 2, "maxReplicas": 10, "metrics": [metric]}, "status": {"currentReplicas": 4, "desiredReplicas": 5}});
+        if let Some(c) = current {
+            o["status"]["currentMetrics"] = json!([c]);
+        }
+        let cells = row("autoscaling", "HorizontalPodAutoscaler", o);
+        assert_eq!(
+            (&cells[1], &cells[3], &cells[4], &cells[5]),
+            (&json!("ReplicationController/some-rc"), &json!("2"), &json!(10), &json!(4))
+        );
+        cells[2].as_str().unwrap().to_string()
+    };
+    let external = |target: Value| json!({"type": "External", "external": {"metric": {"name": "m"}, "target": target}});
+    let avg = json!({"type": "AverageValue", "averageValue": "100m"});
+    let val = json!({"type": "Value", "value": "100m"});
+    assert_eq!(hpa(external(avg.clone()), None), "<unknown>/100m (avg)");
+    assert_eq!(
+        hpa(
+            external(avg.clone()),
+            Some(
+                json!({"type": "External", "external": {"metric": {"name": "m"}, "current": {"averageValue": "50m"}}})
+            )
+        ),
+        "50m/100m (avg)"
+    );
+    assert_eq!(hpa(external(val.clone()), None), "<unknown>/100m");
+    assert_eq!(
+        hpa(
+            external(val.clone()),
+            Some(json!({"type": "External", "external": {"metric": {"name": "m"}, "current": {"value": "50m"}}}))
+        ),
+        "50m/100m"
+    );
+    let pods = json!({"type": "Pods", "pods": {"metric": {"name": "m"}, "target": avg}});
+    assert_eq!(hpa(pods.clone(), None), "<unknown>/100m");
+    assert_eq!(
+        hpa(pods, Some(json!({"type": "Pods", "pods": {"metric": {"name": "m"}, "current": {"averageValue": "50m"}}}))),
+        "50m/100m"
+    );
+    let object = json!({"type": "Object", "object": {"describedObject": {"kind": "Service", "name": "s"}, "metric": {"name": "m"}, "target": val}});
+    assert_eq!(hpa(object.clone(), None), "<unknown>/100m");
+    assert_eq!(
+        hpa(object, Some(json!({"type": "Object", "object": {"metric": {"name": "m"}, "current": {"value": "50m"}}}))),
+        "50m/100m"
+    );
+    let cpu = json!({"type": "Resource", "resource": {"name": "cpu", "target": {"type": "AverageValue", "averageValue": "100m"}}});
+    assert_eq!(hpa(cpu.clone(), None), "cpu: <unknown>/100m");
+    assert_eq!(
+        hpa(cpu, Some(json!({"type": "Resource", "resource": {"name": "cpu", "current": {"averageValue": "50m"}}}))),
+        "cpu: 50m/100m"
+    );
+    let util = json!({"type": "ContainerResource", "containerResource": {"name": "cpu", "container": "app",
+        "target": {"type": "Utilization", "averageUtilization": 80}}});
+    assert_eq!(
+        hpa(
+            util,
+            Some(json!({"type": "ContainerResource", "containerResource": {"name": "cpu", "container": "app",
+            "current": {"averageUtilization": 50, "averageValue": "10m"}}}))
+        ),
+        "cpu: 50%/80%"
+    );
+}
