@@ -149,7 +149,8 @@ pub fn remove_at(value: &mut Value, path: &[PathElement]) {
         }
         PathElement::Value(v) => {
             if let Some(items) = parent.as_array_mut() {
-                items.retain(|i| i.to_string() != *v);
+                // A value path element is the item's compact JSON.
+                items.retain(|i| serde_json::to_string(i).ok().as_deref() != Some(v.as_str()));
             }
         }
         PathElement::Index(i) => {
