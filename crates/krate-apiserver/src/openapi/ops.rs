@@ -242,6 +242,26 @@ pub struct PathItem {
     pub operations: Vec<Operation>,
 }
 
+/// The `paths` object of a document: each path's operations and shared parameters,
+/// written by the document version's own `operation` and `parameter`.
+pub fn path_items(
+    paths: &[PathItem],
+    operation: impl Fn(&Operation) -> serde_json::Value,
+    parameter: impl Fn(Param, &str) -> serde_json::Value,
+) -> serde_json::Map<String, serde_json::Value> {
+    let mut out = serde_json::Map::new();
+    for item in paths {
+        let mut entry = serde_json::Map::new();
+        for op in &item.operations {
+            entry.insert(op.method.into(), operation(op));
+        }
+        let kind = item.operations.first().map(|o| o.gvk.kind.as_str()).unwrap_or("object");
+        entry.insert("parameters".into(), item.params.iter().map(|p| parameter(*p, kind)).collect());
+        out.insert(item.path.clone(), serde_json::Value::Object(entry));
+    }
+    out
+}
+
 /// Upstream's operation-id spelling of a group: "" → Core, "rbac.authorization.k8s.io"
 /// → RbacAuthorization, "example.com" → ExampleCom.
 fn group_camel(group: &str) -> String {

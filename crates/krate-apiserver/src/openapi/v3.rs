@@ -66,16 +66,7 @@ fn operation(op: &Operation) -> Value {
 }
 
 pub fn document(paths: &[PathItem]) -> Value {
-    let mut out = Map::new();
-    for item in paths {
-        let mut entry = Map::new();
-        for op in &item.operations {
-            entry.insert(op.method.into(), operation(op));
-        }
-        let kind = item.operations.first().map(|o| o.gvk.kind.as_str()).unwrap_or("object");
-        entry.insert("parameters".into(), item.params.iter().map(|p| parameter(*p, kind)).collect());
-        out.insert(item.path.clone(), Value::Object(entry));
-    }
+    let out = super::ops::path_items(paths, operation, parameter);
     let schemas = schemas::build(&super::ops::referenced(paths), Flavor::V3);
     json!({
         "openapi": "3.0.0",
