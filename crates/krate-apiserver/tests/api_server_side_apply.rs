@@ -194,3 +194,18 @@ async fn apply_mistakes_are_client_errors() {
     let err = client.request::<ConfigMap>(req).await.unwrap_err();
     assert!(matches!(err, kube::Error::Api(s) if s.code == 400));
 }
+
+#[tokio::test]
+async fn reapplying_ports_without_protocol_keeps_one_port() {
+    let srv = TestServer::start().await;
+    let api: Api<k8s_openapi::api::core::v1::Service> = Api::namespaced(srv.client().await, "default");
+    // protocol is a key of the ports list with default TCP: the applied port is the live one.
+    let svc = json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "s"},
+        "spec": {"selector": {"app": "s"}, "ports": [{"port": 80, "targetPort": 8080}]}});
+    let pp = PatchParams::apply("me");
+    api.patch("s", &pp, &Patch::Apply(svc.clone())).await.unwrap();
+    let again = api.patch("s", &pp, &Patch::Apply(svc)).await.unwrap();
+    let ports = again.spec.unwrap().ports.unwrap();
+    assert_eq!(ports.len(), 1, "{ports:?}");
+    assert_eq!(ports[0].protocol.as_deref(), Some("TCP"));
+}

@@ -63,14 +63,30 @@ impl Kind {
     }
 }
 
-/// The key fields of a list-map item (None when one is missing).
+/// A key field of a list-map item. Upstream's key fields with a default count as
+/// that default when absent: `protocol` (of container, service and endpoint ports) is
+/// the only one among the built-in kinds, so an applied port without it matches the
+/// defaulted live one.
+fn key_field(item: &Value, key: &str) -> Option<Value> {
+    match item.get(key) {
+        Some(v) if !v.is_null() => Some(v.clone()),
+        _ if key == "protocol" => Some(Value::String("TCP".into())),
+        _ => None,
+    }
+}
+
+/// Whether `item` has the key fields `key`.
+fn matches_key(item: &Value, key: &Map<String, Value>) -> bool {
+    key.iter().all(|(k, v)| key_field(item, k).as_ref() == Some(v))
+}
+
+/// The key fields of a list-map item (None when none is set).
 fn item_key(item: &Value, keys: &[&str]) -> Option<PathElement> {
-    let obj = item.as_object()?;
+    item.as_object()?;
     let mut m = Map::new();
     for k in keys {
-        // Upstream's list-map keys may be optional with a default; a missing one is absent.
-        if let Some(v) = obj.get(*k) {
-            m.insert((*k).to_string(), v.clone());
+        if let Some(v) = key_field(item, k) {
+            m.insert((*k).to_string(), v);
         }
     }
     (!m.is_empty()).then(|| PathElement::key(&m))
@@ -125,7 +141,7 @@ pub fn value_at<'a>(value: &'a Value, path: &[PathElement]) -> Option<&'a Value>
         PathElement::Field(n) => value.get(n)?,
         PathElement::Key(k) => {
             let key: Map<String, Value> = serde_json::from_str(k).ok()?;
-            value.as_array()?.iter().find(|i| key.iter().all(|(k, v)| i.get(k) == Some(v)))?
+            value.as_array()?.iter().find(|i| matches_key(i, &key))?
         }
         PathElement::Value(v) => value.as_array()?.iter().find(|i| i.to_string() == *v)?,
         PathElement::Index(i) => value.as_array()?.get(*i)?,
@@ -144,7 +160,7 @@ pub fn remove_at(value: &mut Value, path: &[PathElement]) {
         PathElement::Key(k) => {
             let key: Map<String, Value> = serde_json::from_str(k).unwrap_or_default();
             if let Some(items) = parent.as_array_mut() {
-                items.retain(|i| !key.iter().all(|(k, v)| i.get(k) == Some(v)));
+                items.retain(|i| !matches_key(i, &key));
             }
         }
         PathElement::Value(v) => {
@@ -169,7 +185,7 @@ fn value_at_mut<'a>(value: &'a mut Value, path: &[PathElement]) -> Option<&'a mu
         PathElement::Field(n) => value.get_mut(n)?,
         PathElement::Key(k) => {
             let key: Map<String, Value> = serde_json::from_str(k).ok()?;
-            value.as_array_mut()?.iter_mut().find(|i| key.iter().all(|(k, v)| i.get(k) == Some(v)))?
+            value.as_array_mut()?.iter_mut().find(|i| matches_key(i, &key))?
         }
         PathElement::Value(v) => value.as_array_mut()?.iter_mut().find(|i| i.to_string() == *v)?,
         PathElement::Index(i) => value.as_array_mut()?.get_mut(*i)?,
@@ -252,6 +268,18 @@ mod tests {
         );
         for p in set.paths() {
             assert!(value_at(&d, &p).is_some(), "{p:?}");
+        }
+    }
+
+    #[test]
+    fn defaulted_key_fields_match() {
+        let live = json!({"spec": {"template": {"spec": {"containers": [{"name": "a", "ports": [{"containerPort": 80, "protocol": "TCP"}]}]}}}});
+        let applied = json!({"spec": {"template": {"spec": {"containers": [{"name": "a", "ports": [{"containerPort": 80, "name": "http"}]}]}}}});
+        let merged = merge(Some(&live), &applied, deployment());
+        let ports = &merged["spec"]["template"]["spec"]["containers"][0]["ports"];
+        assert_eq!(ports, &json!([{"containerPort": 80, "protocol": "TCP", "name": "http"}]));
+        for p in field_set(&applied, deployment()).paths() {
+            assert!(value_at(&applied, &p).is_some() && value_at(&live, &p[..p.len() - 1]).is_some(), "{p:?}");
         }
     }
 
