@@ -16,6 +16,17 @@ pub enum Payload {
     Object,
 }
 
+impl Payload {
+    /// The schema of the payload, referring to definitions as `flavor` does.
+    pub fn schema(&self, flavor: super::schemas::Flavor) -> serde_json::Value {
+        match self {
+            Payload::Def(name) => serde_json::json!({"$ref": flavor.reference(name)}),
+            Payload::Text => serde_json::json!({"type": "string"}),
+            Payload::Object => serde_json::json!({"type": "object"}),
+        }
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Param {
     Name,

@@ -6,11 +6,7 @@ use super::ops::{Operation, Param, PathItem, Payload};
 use super::schemas::{self, Flavor};
 
 fn schema(p: &Payload) -> Value {
-    match p {
-        Payload::Def(name) => json!({"$ref": Flavor::V2.reference(name)}),
-        Payload::Text => json!({"type": "string"}),
-        Payload::Object => json!({"type": "object"}),
-    }
+    p.schema(Flavor::V2)
 }
 
 /// A parameter; `kind` names what `name` is the name of ("name of the Pod").

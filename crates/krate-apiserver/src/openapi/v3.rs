@@ -8,11 +8,7 @@ use super::schemas::{self, Flavor};
 const MEDIA: &[&str] = &["application/json", "application/yaml"];
 
 fn schema(p: &Payload) -> Value {
-    match p {
-        Payload::Def(name) => json!({"$ref": Flavor::V3.reference(name)}),
-        Payload::Text => json!({"type": "string"}),
-        Payload::Object => json!({"type": "object"}),
-    }
+    p.schema(Flavor::V3)
 }
 
 /// A parameter; `kind` names what `name` is the name of ("name of the Pod").
