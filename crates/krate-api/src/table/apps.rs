@@ -22,6 +22,12 @@ pub(super) fn deployment_row(o: &Value, age: &str) -> Vec<Value> {
 }
 
 pub(super) fn replica_set_row(o: &Value, age: &str) -> Vec<Value> {
+    replicas_row(o, age, format_selector(o.pointer("/spec/selector")))
+}
+
+/// NAME DESIRED CURRENT READY AGE CONTAINERS IMAGES SELECTOR: ReplicaSets and
+/// ReplicationControllers alike (their selectors are printed differently).
+pub(super) fn replicas_row(o: &Value, age: &str, selector: String) -> Vec<Value> {
     let (names, images) = containers_and_images(o.pointer("/spec/template/spec"));
     vec![
         json!(object::name(o)),
@@ -31,7 +37,7 @@ pub(super) fn replica_set_row(o: &Value, age: &str) -> Vec<Value> {
         json!(age),
         json!(names),
         json!(images),
-        json!(format_selector(o.pointer("/spec/selector"))),
+        json!(selector),
     ]
 }
 

@@ -473,17 +473,7 @@ pub(super) fn pv_row(o: &Value, age: &str) -> Vec<Value> {
 }
 
 pub(super) fn replication_controller_row(o: &Value, age: &str) -> Vec<Value> {
-    let (names, images) = containers_and_images(o.pointer("/spec/template/spec"));
-    vec![
-        json!(object::name(o)),
-        json!(n(o, "/spec/replicas")),
-        json!(n(o, "/status/replicas")),
-        json!(n(o, "/status/readyReplicas")),
-        json!(age),
-        json!(names),
-        json!(images),
-        json!(format_labels(o.pointer("/spec/selector"))),
-    ]
+    super::apps::replicas_row(o, age, format_labels(o.pointer("/spec/selector")))
 }
 
 pub(super) fn pod_template_row(o: &Value, _age: &str) -> Vec<Value> {
