@@ -10,6 +10,7 @@
 pub mod admission;
 pub mod cache;
 mod continue_token;
+pub mod computed;
 pub mod conversion;
 pub mod error;
 pub mod fieldvalidation;

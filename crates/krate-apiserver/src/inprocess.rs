@@ -16,7 +16,7 @@ use http::{Request, Response};
 use krate_api::user::UserInfo;
 
 use crate::body::Body;
-use crate::server::ApiServer;
+use crate::server::{ApiServer, Caller};
 
 /// Requests made through this service act as `user`.
 #[derive(Clone)]
@@ -46,6 +46,6 @@ where
 
     fn call(&mut self, req: Request<B>) -> Self::Future {
         let (server, user) = (self.server.clone(), self.user.clone());
-        Box::pin(async move { Ok(server.handle(req, Some(user)).await) })
+        Box::pin(async move { Ok(server.handle(req, Caller::Trusted(user)).await) })
     }
 }

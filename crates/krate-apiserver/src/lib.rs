@@ -1,12 +1,12 @@
 //! The Kubernetes API server.
 //!
-//! - [`serve`]: HTTPS (rustls), client-certificate authentication, HTTP/1.1 and HTTP/2;
-//! - [`server`]: the request road (authorization, then admission and the generic
+//! - [`serve`]: HTTPS (rustls), client certificates, HTTP/1.1 and HTTP/2;
+//! - [`server`]: the request road (authentication and authorization from `krate-auth`,
+//!   then admission and the generic
 //!   registry from `krate-api`), REST verbs, watches;
 //! - [`discovery`], [`health`]: discovery documents, health and version endpoints;
 //! - [`pki`]: the cluster CA, serving and client certificates, kubeconfigs.
 
-pub mod authn;
 pub mod body;
 pub mod bootstrap;
 pub mod conditional;
@@ -22,4 +22,4 @@ pub mod serve;
 pub mod server;
 pub mod start;
 
-pub use server::{ApiServer, ApiServerConfig};
+pub use server::{ApiServer, ApiServerConfig, Auth, Caller};

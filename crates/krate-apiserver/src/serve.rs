@@ -1,6 +1,6 @@
 //! HTTPS serving: rustls (client certificates optional, verified against the cluster CA),
-//! HTTP/1.1 and HTTP/2, each request handed to the [`ApiServer`] with the user its
-//! certificate names.
+//! HTTP/1.1 and HTTP/2, each request handed to the [`ApiServer`] with the certificate
+//! chain its client presented.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -14,9 +14,8 @@ use rustls::server::WebPkiClientVerifier;
 use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 
-use crate::authn;
 use crate::pki::Pki;
-use crate::server::ApiServer;
+use crate::server::{ApiServer, Caller};
 
 /// Concurrent HTTP/2 streams (requests, watches) per connection.
 pub const HTTP2_MAX_STREAMS: u32 = 1000;
@@ -106,11 +105,11 @@ impl Listener {
                         return;
                     }
                 };
-                let user =
-                    tls.get_ref().1.peer_certificates().and_then(|c| c.first()).and_then(|c| authn::user_from_cert(c));
+                let certs = tls.get_ref().1.peer_certificates().unwrap_or_default();
+                let caller = Caller::Remote { client_certs: Arc::new(certs.iter().map(|c| c.to_vec()).collect()) };
                 let service = service_fn(move |req| {
-                    let (server, user) = (server.clone(), user.clone());
-                    async move { Ok::<_, std::convert::Infallible>(server.handle(req, user).await) }
+                    let (server, caller) = (server.clone(), caller.clone());
+                    async move { Ok::<_, std::convert::Infallible>(server.handle(req, caller).await) }
                 });
                 let mut builder = auto::Builder::new(TokioExecutor::new());
                 // Upstream's --http2-max-streams-per-connection: many watches share a connection.

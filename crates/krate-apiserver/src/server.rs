@@ -17,11 +17,14 @@ use hyper::body::Frame;
 use serde_json::{Value, json};
 
 use krate_api::admission::Admission;
+use krate_api::computed::{ComputedRequest, ComputedResource};
 use krate_api::fieldvalidation::{FieldValidation, Warnings};
 use krate_api::managedfields::{self, FieldManager, Operation as ManagedOperation};
 use krate_api::registry::{Context, DeleteOptions, Deleted, ListOptions, Patch, Scope, WatchOptions};
 use krate_api::user::UserInfo;
 use krate_api::{ApiError, Registry, ResourceInfo};
+use krate_auth::authn::{Authenticator, Credentials};
+use krate_auth::authz::{self, Authorizer, Decision};
 
 use crate::body::{self, Body, Format};
 use crate::request::{self, RequestInfo};
@@ -33,6 +36,12 @@ const MIN_REQUEST_TIMEOUT: Duration = Duration::from_secs(1800);
 /// Most events a lagging watcher gets in one DATA frame.
 const WATCH_BATCH: usize = 64;
 
+/// The authentication and authorization stages of the road.
+pub struct Auth {
+    pub authenticator: Arc<dyn Authenticator>,
+    pub authorizer: Arc<dyn Authorizer>,
+}
+
 pub struct ApiServerConfig {
     /// host:port clients should use (discovery's serverAddressByClientCIDRs).
     pub advertise_address: String,
@@ -43,25 +52,29 @@ pub struct ApiServerConfig {
     pub max_mutating_requests_inflight: usize,
 }
 
+/// Who is on the other end of a request.
+#[derive(Clone)]
+pub enum Caller {
+    /// A component inside this process, acting as this user (no credentials to check).
+    Trusted(UserInfo),
+    /// A client over HTTPS: its credentials are authenticated per request.
+    Remote {
+        /// The certificate chain it presented in the TLS handshake (DER, leaf first).
+        client_certs: Arc<Vec<Vec<u8>>>,
+    },
+}
+
 pub struct ApiServer {
     pub registry: Arc<Registry>,
     admission: Arc<dyn Admission>,
+    authenticator: Arc<dyn Authenticator>,
+    authorizer: Arc<dyn Authorizer>,
+    /// Handlers of computed resources by (group, resource, subresource or "").
+    computed: parking_lot::RwLock<HashMap<(String, String, String), Arc<dyn ComputedResource>>>,
     config: ApiServerConfig,
     ready: AtomicBool,
     inflight: crate::inflight::InflightLimits,
     openapi: Arc<crate::openapi::OpenApi>,
-}
-
-/// Paths anyone may read, as upstream's system:public-info-viewer role allows.
-fn is_public_path(path: &str) -> bool {
-    let p = path.trim_end_matches('/');
-    ["/healthz", "/livez", "/readyz", "/version"].iter().any(|pub_| p == *pub_ || p.starts_with(&format!("{pub_}/")))
-}
-
-/// Discovery paths every authenticated user may read (system:discovery).
-fn is_discovery_path(path: &str) -> bool {
-    let p = path.trim_end_matches('/');
-    p == "/api" || p == "/apis" || p.starts_with("/api/") || p.starts_with("/apis/") || p.starts_with("/openapi")
 }
 
 fn vary_accept(mut response: Response<Body>) -> Response<Body> {
@@ -78,10 +91,30 @@ fn negotiates_itself(info: &RequestInfo, headers: &http::HeaderMap) -> bool {
 }
 
 impl ApiServer {
-    pub fn new(registry: Arc<Registry>, admission: Arc<dyn Admission>, config: ApiServerConfig) -> Self {
+    pub fn new(registry: Arc<Registry>, admission: Arc<dyn Admission>, auth: Auth, config: ApiServerConfig) -> Self {
         let inflight =
             crate::inflight::InflightLimits::new(config.max_requests_inflight, config.max_mutating_requests_inflight);
-        ApiServer { registry, admission, config, ready: AtomicBool::new(false), inflight, openapi: Default::default() }
+        ApiServer {
+            registry,
+            admission,
+            authenticator: auth.authenticator,
+            authorizer: auth.authorizer,
+            computed: Default::default(),
+            config,
+            ready: AtomicBool::new(false),
+            inflight,
+            openapi: Default::default(),
+        }
+    }
+
+    /// Serves creates of `group`/`resource` (and `subresource`, "" for none) with `handler`.
+    pub fn register_computed(&self, group: &str, resource: &str, subresource: &str, handler: Arc<dyn ComputedResource>) {
+        self.computed.write().insert((group.into(), resource.into(), subresource.into()), handler);
+    }
+
+    fn computed_handler(&self, r: &ResourceInfo, sub: Option<&str>) -> Option<Arc<dyn ComputedResource>> {
+        let key = (r.group.clone(), r.plural.clone(), sub.unwrap_or("").to_string());
+        self.computed.read().get(&key).cloned()
     }
 
     /// Marks start-up work (system namespaces…) as done: /readyz passes from now on.
@@ -89,8 +122,8 @@ impl ApiServer {
         self.ready.store(true, Ordering::SeqCst);
     }
 
-    /// Serves one request for `user` (None: no credentials were presented).
-    pub async fn handle<B>(&self, req: Request<B>, user: Option<UserInfo>) -> Response<Body>
+    /// Serves one request from `caller`.
+    pub async fn handle<B>(&self, req: Request<B>, caller: Caller) -> Response<Body>
     where
         B: http_body::Body<Data = Bytes> + Send + 'static,
         B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
@@ -102,12 +135,12 @@ impl ApiServer {
             });
         let query = request::parse_query(req.uri().query());
         let pretty = body::wants_pretty(query.get("pretty").map(String::as_str), req.headers());
-        let mut response = body::with_pretty(pretty, self.serve(req, query, user)).await;
+        let mut response = body::with_pretty(pretty, self.serve(req, query, caller)).await;
         response.headers_mut().insert("audit-id", audit_id);
         response
     }
 
-    async fn serve<B>(&self, req: Request<B>, query: HashMap<String, String>, user: Option<UserInfo>) -> Response<Body>
+    async fn serve<B>(&self, req: Request<B>, query: HashMap<String, String>, caller: Caller) -> Response<Body>
     where
         B: http_body::Body<Data = Bytes> + Send + 'static,
         B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
@@ -119,7 +152,11 @@ impl ApiServer {
         // Health checks must answer under load: only resource requests count.
         let permit =
             if info.is_resource { self.inflight.admit(&info.verb) } else { Ok(crate::inflight::Permit::unlimited()) };
-        let response = match permit.and_then(|p| self.authenticate_and_authorize(user, &info).map(|u| (u, p))) {
+        let admitted = match permit {
+            Ok(p) => self.authenticate_and_authorize(caller, &parts.headers, &info).await.map(|u| (u, p)),
+            Err(e) => Err(e),
+        };
+        let response = match admitted {
             Err(e) => body::error(&e, format),
             Ok((user, _permit)) => {
                 if let Err(e) = body::negotiate(&parts.headers)
@@ -162,45 +199,47 @@ impl ApiServer {
         response
     }
 
-    /// Until RBAC arrives with the security work: members of system:masters may do
-    /// anything, everyone may read the public health and version paths, authenticated
-    /// users may read discovery, and everything else is refused.
-    fn authenticate_and_authorize(&self, user: Option<UserInfo>, info: &RequestInfo) -> Result<UserInfo, ApiError> {
-        let user = match user {
-            Some(u) => u,
-            None if self.config.anonymous_auth => UserInfo::anonymous(),
-            None => return Err(ApiError::unauthorized()),
-        };
-        if user.in_group("system:masters") || is_public_path(&info.path) {
-            return Ok(user);
-        }
-        if !info.is_resource {
-            if !user.is_anonymous() && is_discovery_path(&info.path) {
-                return Ok(user);
+    /// Authentication, then authorization: the user the request acts as, or 401/403.
+    async fn authenticate_and_authorize(
+        &self,
+        caller: Caller,
+        headers: &http::HeaderMap,
+        info: &RequestInfo,
+    ) -> Result<UserInfo, ApiError> {
+        let user = match caller {
+            Caller::Trusted(user) => user,
+            Caller::Remote { client_certs } => {
+                let creds = Credentials { client_certs: &client_certs, headers };
+                match self.authenticator.authenticate(&creds).await {
+                    Ok(Some(authenticated)) => authenticated.user,
+                    Ok(None) if self.config.anonymous_auth => UserInfo::anonymous(),
+                    Ok(None) => return Err(ApiError::unauthorized()),
+                    Err(e) => {
+                        tracing::debug!(error = %e, path = %info.path, "authentication failed");
+                        return Err(ApiError::unauthorized());
+                    }
+                }
             }
-            return Err(ApiError::forbidden(format!(
-                "forbidden: User \"{}\" cannot {} path \"{}\"",
-                user.name, info.verb, info.path
-            )));
+        };
+        let subresource = info.subresource.as_deref().unwrap_or("");
+        let attrs = authz::Attributes {
+            user: &user,
+            verb: &info.verb,
+            resource_request: info.is_resource,
+            path: &info.path,
+            namespace: info.namespace.as_deref().unwrap_or(""),
+            api_group: &info.group,
+            api_version: &info.version,
+            resource: &info.resource,
+            subresource,
+            name: info.name.as_deref().unwrap_or(""),
+        };
+        match self.authorizer.authorize(&attrs).await {
+            Decision::Allow => Ok(user),
+            Decision::Deny(reason) | Decision::NoOpinion(reason) => {
+                Err(ApiError::forbidden(authz::forbidden_message(&attrs, &reason)))
+            }
         }
-        let resource = match &info.subresource {
-            Some(s) => format!("{}/{}", info.resource, s),
-            None => info.resource.clone(),
-        };
-        let qualified =
-            if info.group.is_empty() { info.resource.clone() } else { format!("{}.{}", info.resource, info.group) };
-        let subject = match &info.name {
-            Some(n) => format!("{qualified} \"{n}\" is forbidden"),
-            None => format!("{qualified} is forbidden"),
-        };
-        let scope = match &info.namespace {
-            Some(ns) => format!(" in the namespace \"{ns}\""),
-            None => " at the cluster scope".into(),
-        };
-        Err(ApiError::forbidden(format!(
-            "{subject}: User \"{}\" cannot {} resource \"{resource}\" in API group \"{}\"{scope}",
-            user.name, info.verb, info.group
-        )))
     }
 
     async fn checks(&self, endpoint: &str) -> Vec<health::Check> {
@@ -369,6 +408,27 @@ impl ApiServer {
             .map(|name| FieldManager { name: name.clone(), operation: ManagedOperation::Apply });
         let name = info.name.as_deref().unwrap_or("");
         let sub = info.subresource.as_deref();
+        if info.verb == "create" {
+            if let Some(handler) = self.computed_handler(&r, sub) {
+                let obj = body::decode(&parts.headers, &body::read(body).await?)?;
+                let req = ComputedRequest {
+                    resource: &r,
+                    name,
+                    subresource: sub,
+                    namespace: info.namespace.as_deref(),
+                    user,
+                    dry_run,
+                };
+                let answer = handler.create(&req, obj).await?;
+                return Ok(body::respond(StatusCode::CREATED, format, &answer));
+            }
+            if r.is_virtual() {
+                return Err(ApiError::method_not_allowed(format!(
+                    "{} are not available yet in this version of krate",
+                    r.plural
+                )));
+            }
+        }
         match (info.verb.as_str(), sub) {
             ("get", None) => {
                 let obj = self.registry.get(&scope, name).await?;

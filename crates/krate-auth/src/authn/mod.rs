@@ -1,0 +1,63 @@
+//! Authentication: credentials in, a user out. Each authenticator looks at the
+//! credentials it understands and says nothing about the rest; a union asks them in
+//! turn. Presented but invalid credentials are an error (401), never "anonymous".
+
+mod x509;
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use krate_api::user::UserInfo;
+
+pub use x509::{X509, user_from_cert};
+
+/// What a request presents.
+pub struct Credentials<'a> {
+    /// The client's certificate chain (DER, leaf first) from the TLS handshake.
+    pub client_certs: &'a [Vec<u8>],
+    pub headers: &'a http::HeaderMap,
+}
+
+/// Who the request acts as, and for whom its credentials were issued.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Authenticated {
+    pub user: UserInfo,
+    /// Audiences the credentials are valid for (tokens); empty: the API server's own.
+    pub audiences: Vec<String>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum AuthnError {
+    /// Credentials were presented and are not valid; the message is for the log only,
+    /// clients get upstream's bare 401.
+    #[error("invalid credentials: {0}")]
+    Invalid(String),
+}
+
+#[async_trait]
+pub trait Authenticator: Send + Sync {
+    /// Ok(None): this authenticator has nothing to say about these credentials.
+    async fn authenticate(&self, creds: &Credentials<'_>) -> Result<Option<Authenticated>, AuthnError>;
+}
+
+/// Tries authenticators in order: the first to recognise the credentials decides.
+pub struct Union(pub Vec<Arc<dyn Authenticator>>);
+
+#[async_trait]
+impl Authenticator for Union {
+    async fn authenticate(&self, creds: &Credentials<'_>) -> Result<Option<Authenticated>, AuthnError> {
+        let mut failure = None;
+        for a in &self.0 {
+            match a.authenticate(creds).await {
+                Ok(Some(user)) => return Ok(Some(user)),
+                Ok(None) => {}
+                // Another authenticator may still accept (upstream's union does the same).
+                Err(e) => failure = Some(e),
+            }
+        }
+        match failure {
+            Some(e) => Err(e),
+            None => Ok(None),
+        }
+    }
+}
