@@ -6,3 +6,14 @@ cd "$(dirname "$0")/.."
 ./scripts/install-deps.sh
 echo "==> cargo test --workspace"
 cargo test --workspace --locked "$@"
+# The kubectl end-to-end tests again with the second kubectl (1.37), so every command
+# family is checked with both versions.
+KUBECTL_137=/opt/krate-test/kubectl-1.37/bin/kubectl
+if [ -x "$KUBECTL_137" ]; then
+    tests=()
+    for f in crates/krate/tests/e2e_kubectl*.rs; do
+        tests+=(--test "$(basename "$f" .rs)")
+    done
+    echo "==> kubectl end-to-end tests with $("$KUBECTL_137" version --client | head -1)"
+    KUBECTL="$KUBECTL_137" cargo test -p krate --locked "${tests[@]}" "$@"
+fi
