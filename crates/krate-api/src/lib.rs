@@ -9,8 +9,8 @@
 
 pub mod admission;
 pub mod cache;
-mod continue_token;
 pub mod computed;
+mod continue_token;
 pub mod conversion;
 pub mod error;
 pub mod fieldvalidation;

@@ -26,6 +26,9 @@ pub enum Format {
     Table,
     /// `application/vnd.kubernetes.protobuf`, for built-in kinds (see [`for_kind`]).
     Protobuf,
+    /// JSON, as meta.k8s.io/v1 PartialObjectMetadata(List): objects' metadata only, what
+    /// metadata-only clients and informers (garbage collector, namespace deleter) ask for.
+    Metadata,
 }
 
 /// Picks the response format from Accept; 406 when only formats we do not speak are acceptable.
@@ -51,8 +54,16 @@ fn negotiate_with(headers: &HeaderMap, protobuf: bool) -> Result<Format, ApiErro
             let is_table = as_ == "table"
                 && param("g").as_deref() == Some("meta.k8s.io")
                 && matches!(param("v").as_deref(), Some("v1" | "v1beta1"));
-            if is_table && (mt == "application/json" || mt == "*/*") {
-                return Ok(Format::Table);
+            let is_meta = matches!(as_.as_str(), "partialobjectmetadata" | "partialobjectmetadatalist")
+                && param("g").as_deref() == Some("meta.k8s.io")
+                && matches!(param("v").as_deref(), Some("v1" | "v1beta1"));
+            if mt == "application/json" || mt == "*/*" {
+                if is_table {
+                    return Ok(Format::Table);
+                }
+                if is_meta {
+                    return Ok(Format::Metadata);
+                }
             }
             continue;
         }
@@ -67,6 +78,15 @@ fn negotiate_with(headers: &HeaderMap, protobuf: bool) -> Result<Format, ApiErro
         "only the following media types are accepted: application/json, application/yaml{} (asked for {accept})",
         if protobuf { ", application/vnd.kubernetes.protobuf" } else { "" }
     )))
+}
+
+/// An object's PartialObjectMetadata: its metadata under meta.k8s.io/v1's kind.
+pub fn partial_metadata(obj: &Value) -> Value {
+    serde_json::json!({
+        "kind": "PartialObjectMetadata",
+        "apiVersion": "meta.k8s.io/v1",
+        "metadata": obj.get("metadata").cloned().unwrap_or_else(|| serde_json::json!({})),
+    })
 }
 
 /// Reads a body of at most [`MAX_BODY_BYTES`].
@@ -220,8 +240,10 @@ pub fn respond_bytes(status: StatusCode, format: Format, json: Bytes) -> Respons
             Some(b) => (krate_api::protobuf::MEDIA_TYPE, Bytes::from(b)),
             None => ("application/json", json),
         },
-        Format::Json | Format::Table if PRETTY.try_with(|p| *p).unwrap_or(false) => ("application/json", indent(json)),
-        Format::Json | Format::Table => ("application/json", json),
+        Format::Json | Format::Table | Format::Metadata if PRETTY.try_with(|p| *p).unwrap_or(false) => {
+            ("application/json", indent(json))
+        }
+        Format::Json | Format::Table | Format::Metadata => ("application/json", json),
         Format::Yaml => {
             let v: Value = serde_json::from_slice(&json).unwrap_or(Value::Null);
             ("application/yaml", Bytes::from(serde_yaml_ng::to_string(&v).unwrap_or_default()))

@@ -52,6 +52,9 @@ pub struct ApiServerConfig {
     pub max_mutating_requests_inflight: usize,
 }
 
+/// (group, resource, subresource or "") of a computed resource.
+type ComputedKey = (String, String, String);
+
 /// Who is on the other end of a request.
 #[derive(Clone)]
 pub enum Caller {
@@ -70,7 +73,7 @@ pub struct ApiServer {
     authenticator: Arc<dyn Authenticator>,
     authorizer: Arc<dyn Authorizer>,
     /// Handlers of computed resources by (group, resource, subresource or "").
-    computed: parking_lot::RwLock<HashMap<(String, String, String), Arc<dyn ComputedResource>>>,
+    computed: parking_lot::RwLock<HashMap<ComputedKey, Arc<dyn ComputedResource>>>,
     config: ApiServerConfig,
     ready: AtomicBool,
     inflight: crate::inflight::InflightLimits,
@@ -108,7 +111,13 @@ impl ApiServer {
     }
 
     /// Serves creates of `group`/`resource` (and `subresource`, "" for none) with `handler`.
-    pub fn register_computed(&self, group: &str, resource: &str, subresource: &str, handler: Arc<dyn ComputedResource>) {
+    pub fn register_computed(
+        &self,
+        group: &str,
+        resource: &str,
+        subresource: &str,
+        handler: Arc<dyn ComputedResource>,
+    ) {
         self.computed.write().insert((group.into(), resource.into(), subresource.into()), handler);
     }
 
@@ -438,6 +447,9 @@ impl ApiServer {
                         krate_api::table::table(&r.group, &r.kind, &[obj], rv.as_deref(), include_object(query));
                     return Ok(body::respond(StatusCode::OK, format, &table));
                 }
+                if format == Format::Metadata {
+                    return Ok(body::respond(StatusCode::OK, format, &body::partial_metadata(&obj)));
+                }
                 Ok(body::respond(StatusCode::OK, format, &obj))
             }
             ("list", None) => {
@@ -456,6 +468,9 @@ impl ApiServer {
                         table["metadata"]["remainingItemCount"] = json!(n);
                     }
                     return Ok(body::respond(StatusCode::OK, format, &table));
+                }
+                if format == Format::Metadata {
+                    return Ok(body::respond(StatusCode::OK, format, &partial_metadata_list(&list)));
                 }
                 Ok(body::respond_bytes(StatusCode::OK, format, list_json(&r, &list)))
             }
@@ -585,7 +600,8 @@ impl ApiServer {
         query: &HashMap<String, String>,
         format: Format,
     ) -> Result<Response<Body>, ApiError> {
-        let (table, protobuf) = (format == Format::Table, format == Format::Protobuf);
+        let (table, protobuf, metadata) =
+            (format == Format::Table, format == Format::Protobuf, format == Format::Metadata);
         let opts = WatchOptions {
             label_selector: query.get("labelSelector").cloned(),
             field_selector: query.get("fieldSelector").cloned(),
@@ -638,6 +654,13 @@ impl ApiServer {
                         let rv = krate_api::object::meta_str(&obj, "resourceVersion").map(String::from);
                         let t = krate_api::table::table(&group, &kind, &[obj], rv.as_deref(), &include);
                         return krate_api::cache::watch_line(item.kind, t.to_string().as_bytes());
+                    }
+                    if metadata
+                        && item.kind != "ERROR"
+                        && let Ok(obj) = serde_json::from_slice::<Value>(&item.object)
+                    {
+                        let partial = body::partial_metadata(&obj);
+                        return krate_api::cache::watch_line(item.kind, partial.to_string().as_bytes());
                     }
                     item.json_line()
                 });
@@ -811,6 +834,24 @@ fn apply_patch(current: &Value, patch: &Patch) -> Result<Value, ApiError> {
 }
 
 /// The JSON of a list, assembled from the items' stored JSON without re-encoding them.
+/// A list as meta.k8s.io/v1 PartialObjectMetadataList.
+fn partial_metadata_list(list: &krate_api::registry::ListResult) -> Value {
+    let mut meta = json!({"resourceVersion": list.revision.to_string()});
+    if let Some(c) = &list.continue_token {
+        meta["continue"] = json!(c);
+    }
+    if let Some(n) = list.remaining_item_count {
+        meta["remainingItemCount"] = json!(n);
+    }
+    let items: Vec<Value> = list
+        .items
+        .iter()
+        .filter_map(|i| serde_json::from_slice::<Value>(i).ok())
+        .map(|obj| body::partial_metadata(&obj))
+        .collect();
+    json!({"kind": "PartialObjectMetadataList", "apiVersion": "meta.k8s.io/v1", "metadata": meta, "items": items})
+}
+
 fn list_json(r: &ResourceInfo, list: &krate_api::registry::ListResult) -> Bytes {
     let mut meta = json!({"resourceVersion": list.revision.to_string()});
     if let Some(c) = &list.continue_token {

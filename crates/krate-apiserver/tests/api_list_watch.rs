@@ -208,3 +208,29 @@ async fn events_expire_after_the_event_ttl() {
     }
     assert!(cms.get_opt("stays").await.unwrap().is_some());
 }
+
+#[tokio::test]
+async fn metadata_only_get_list_and_watch() {
+    let srv = TestServer::start().await;
+    let api: Api<ConfigMap> = Api::namespaced(srv.client().await, "default");
+    api.create(&PostParams::default(), &cm("meta-a", json!({"app": "x"}))).await.unwrap();
+    // What kube-rs's metadata API (and client-go's metadata informers) ask for.
+    let one = api.get_metadata("meta-a").await.unwrap();
+    assert_eq!(one.types.as_ref().map(|t| t.kind.as_str()), Some("PartialObjectMetadata"));
+    assert_eq!(one.metadata.labels.unwrap()["app"], "x");
+    let list = api.list_metadata(&ListParams::default().labels("app=x")).await.unwrap();
+    assert_eq!(list.items.len(), 1);
+    assert_eq!(list.items[0].metadata.name.as_deref(), Some("meta-a"));
+    assert!(list.metadata.resource_version.is_some());
+
+    let rv = list.metadata.resource_version.unwrap();
+    let mut events = api.watch_metadata(&WatchParams::default().timeout(10), &rv).await.unwrap().boxed();
+    api.create(&PostParams::default(), &cm("meta-b", json!({}))).await.unwrap();
+    match next(&mut events).await {
+        WatchEvent::Added(o) => {
+            assert_eq!(o.metadata.name.as_deref(), Some("meta-b"));
+            assert_eq!(o.types.map(|t| t.kind), Some("PartialObjectMetadata".to_string()));
+        }
+        other => panic!("expected ADDED, got {other:?}"),
+    }
+}

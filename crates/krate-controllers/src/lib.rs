@@ -1,2 +1,68 @@
-//! The controller manager's control loops, as kube-rs clients of the API server.
-//! Arrives with the control loops issue.
+//! The controller manager's control loops. Each is a kube-rs client of the API server,
+//! exactly as upstream's are client-go clients: inside `krate server` the client reaches
+//! the server over the in-process transport, outside it over HTTPS. Each controller acts
+//! as its own identity (upstream's `system:serviceaccount:kube-system:<name>`), which the
+//! caller turns into a client, so authorization sees who does what.
+
+mod error;
+pub mod metrics;
+pub mod namespace;
+mod per_namespace;
+pub mod root_ca;
+pub mod serviceaccount;
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+pub use error::Error;
+
+/// Makes the client a controller acts through, given the controller's identity name
+/// (e.g. "namespace-controller").
+pub type ClientFor = Arc<dyn Fn(&str) -> kube::Client + Send + Sync>;
+
+/// What the controllers need from their surroundings.
+pub struct Settings {
+    /// PEM of the cluster CA, published in every namespace as kube-root-ca.crt.
+    pub root_ca_pem: String,
+}
+
+type Loop = Pin<Box<dyn Future<Output = ()> + Send>>;
+
+/// Every controller's loop, to be run (and dropped to stop them) by the caller.
+pub fn all(client_for: &ClientFor, settings: &Settings) -> Vec<(&'static str, Loop)> {
+    vec![
+        ("serviceaccount", Box::pin(serviceaccount::run(client_for("service-account-controller")))),
+        (
+            "root-ca-cert-publisher",
+            Box::pin(root_ca::run(client_for("root-ca-cert-publisher"), settings.root_ca_pem.clone())),
+        ),
+        ("namespace", Box::pin(namespace::run(client_for("namespace-controller")))),
+    ]
+}
+
+/// Runs every controller until the returned task is aborted.
+pub fn spawn_all(client_for: ClientFor, settings: Settings) -> tokio::task::JoinHandle<()> {
+    let loops = all(&client_for, &settings);
+    tokio::spawn(async move {
+        let handles: Vec<_> = loops
+            .into_iter()
+            .map(|(name, fut)| {
+                tracing::info!(controller = name, "starting controller");
+                tokio::spawn(fut)
+            })
+            .collect();
+        // Aborting this task drops the handles, not the loops: abort them explicitly.
+        struct AbortAll(Vec<tokio::task::JoinHandle<()>>);
+        impl Drop for AbortAll {
+            fn drop(&mut self) {
+                for h in &self.0 {
+                    h.abort();
+                }
+            }
+        }
+        let guard = AbortAll(handles);
+        futures::future::pending::<()>().await;
+        drop(guard);
+    })
+}

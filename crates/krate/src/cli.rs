@@ -59,6 +59,9 @@ pub struct ServerArgs {
     /// Run the control plane only, without a node agent.
     #[arg(long)]
     pub disable_agent: bool,
+    /// Run no controllers in this process (another process runs them, or none does).
+    #[arg(long)]
+    pub disable_controller_manager: bool,
     /// Where cluster state is kept.
     #[arg(long, value_enum, default_value_t = StorageKind::Sqlite)]
     pub storage: StorageKind,

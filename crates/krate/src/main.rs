@@ -1,6 +1,7 @@
 //! `krate`: Kubernetes in one binary.
 
 mod cli;
+mod controllers;
 mod server;
 mod storage;
 

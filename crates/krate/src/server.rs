@@ -40,6 +40,7 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
         startup_ms = started.elapsed().as_millis() as u64,
         "krate server is ready"
     );
+    let _controllers = if args.disable_controller_manager { None } else { Some(crate::controllers::start(&running)) };
     if !args.disable_agent {
         tracing::warn!("the node agent is not available yet in this version of krate: running the control plane only");
     }

@@ -5,7 +5,7 @@ use async_trait::async_trait;
 use krate_api::user::UserInfo;
 use x509_parser::prelude::*;
 
-use super::{Authenticated, AuthnError, Authenticator, Credentials};
+use super::{Authenticated, Authenticator, AuthnError, Credentials};
 
 /// The user a verified client certificate names.
 pub fn user_from_cert(der: &[u8]) -> Option<UserInfo> {

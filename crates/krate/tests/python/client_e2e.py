@@ -67,5 +67,7 @@ except ApiException as e:
     assert e.status == 404, e.status
 
 assert done.wait(20), "the watch saw the delete"
+# kube-root-ca.crt, published by a controller, may come and go beside it.
+seen = [e for e in seen if e[1] == "settings"]
 assert seen == [("ADDED", "settings"), ("MODIFIED", "settings"), ("DELETED", "settings")], seen
 print("PASS")
