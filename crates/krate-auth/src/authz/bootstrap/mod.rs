@@ -218,6 +218,23 @@ pub async fn reconcile(registry: &Arc<Registry>, admission: &dyn Admission) -> R
     Ok(())
 }
 
+/// Waits (at most `timeout`) until `rbac`'s copy holds every bootstrap cluster role and
+/// binding, so decisions right after start see the policy.
+pub async fn wait_visible(rbac: &super::rbac::Rbac, timeout: std::time::Duration) -> bool {
+    let roles: Vec<&str> = policy::cluster_roles().iter().map(|r| r.name).collect();
+    let bindings: Vec<&str> = policy::cluster_role_bindings().iter().map(|b| b.name).collect();
+    let visible = || {
+        roles.iter().all(|n| rbac.cluster_roles.get("", n).is_some())
+            && bindings.iter().all(|n| rbac.cluster_role_bindings.get("", n).is_some())
+    };
+    let poll = async {
+        while !visible() {
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+    };
+    tokio::time::timeout(timeout, poll).await.is_ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
