@@ -35,7 +35,8 @@ pub async fn bootstrap(
     policy::reconcile(registry, admission.as_ref()).await.map_err(|e| StartError::Bootstrap(e.to_string()))?;
     aggregation::spawn(registry, authz.rbac.clone(), admission);
     let synced = authz.wait_synced(SYNC_TIMEOUT).await
-        && policy::wait_visible(&authz.rbac, SYNC_TIMEOUT).await;
+        && policy::wait_visible(&authz.rbac, SYNC_TIMEOUT).await
+        && aggregation::wait_settled(&authz.rbac, SYNC_TIMEOUT).await;
     if !synced {
         return Err(StartError::Bootstrap("the authorizers did not see the bootstrap RBAC policy in time".into()));
     }

@@ -41,6 +41,26 @@ pub fn aggregated_rules(name: &str, selectors: &[Value], roles: &[(String, Arc<R
     rules
 }
 
+/// Whether every aggregated ClusterRole in `rbac`'s copy holds its union already.
+pub fn settled(rbac: &Rbac) -> bool {
+    let roles: Vec<(String, Arc<RoleInfo>)> = rbac.cluster_roles.all().into_iter().map(|((_, n), r)| (n, r)).collect();
+    roles.iter().all(|(name, role)| match &role.aggregation {
+        Some(selectors) => aggregated_rules(name, selectors, &roles) == role.rules,
+        None => true,
+    })
+}
+
+/// Waits (at most `timeout`) until aggregation has settled: start-up waits for it so
+/// admin, edit and view hold their rules once the server is ready.
+pub async fn wait_settled(rbac: &Rbac, timeout: std::time::Duration) -> bool {
+    let poll = async {
+        while !settled(rbac) {
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+    };
+    tokio::time::timeout(timeout, poll).await.is_ok()
+}
+
 /// Brings every aggregated ClusterRole up to date once.
 async fn sync(registry: &Arc<Registry>, rbac: &Rbac, admission: &dyn Admission) {
     let Some(resource) = registry.table.lookup(GROUP, "v1", "clusterroles") else { return };
