@@ -100,15 +100,26 @@ async fn bootstrap_policy_is_created_with_its_labels_and_aggregated_roles() {
     assert_eq!(ca["rules"][0]["verbs"], json!(["*"]));
     let crb = call(&admin, "GET", &format!("{RBAC}/clusterrolebindings/cluster-admin"), None).await.unwrap();
     assert_eq!(crb["subjects"][0]["name"], "system:masters");
-    let piv = call(&admin, "GET", &format!("{RBAC}/clusterrolebindings/system:public-info-viewer"), None).await.unwrap();
+    let piv =
+        call(&admin, "GET", &format!("{RBAC}/clusterrolebindings/system:public-info-viewer"), None).await.unwrap();
     let names: Vec<&str> = piv["subjects"].as_array().unwrap().iter().map(|s| s["name"].as_str().unwrap()).collect();
     assert_eq!(names, ["system:authenticated", "system:unauthenticated"]);
-    let _ = call(&admin, "GET", &format!("{RBAC}/namespaces/kube-system/roles/extension-apiserver-authentication-reader"), None)
-        .await
-        .unwrap();
-    let _ = call(&admin, "GET", &format!("{RBAC}/namespaces/kube-public/rolebindings/system:controller:bootstrap-signer"), None)
-        .await
-        .unwrap();
+    let _ = call(
+        &admin,
+        "GET",
+        &format!("{RBAC}/namespaces/kube-system/roles/extension-apiserver-authentication-reader"),
+        None,
+    )
+    .await
+    .unwrap();
+    let _ = call(
+        &admin,
+        "GET",
+        &format!("{RBAC}/namespaces/kube-public/rolebindings/system:controller:bootstrap-signer"),
+        None,
+    )
+    .await
+    .unwrap();
     // view, edit and admin gather the aggregate-to-* roles' rules.
     let grants = |role: Value, resource: &str, verb: &str| {
         role["rules"].as_array().into_iter().flatten().any(|r| {
@@ -142,7 +153,10 @@ async fn a_namespaced_role_allows_its_rules_in_its_namespace_only() {
     create(
         &admin,
         &format!("{RBAC}/namespaces/team/roles"),
-        role("pod-reader", json!([{"apiGroups": [""], "resources": ["pods", "pods/log"], "verbs": ["get", "list", "watch"]}])),
+        role(
+            "pod-reader",
+            json!([{"apiGroups": [""], "resources": ["pods", "pods/log"], "verbs": ["get", "list", "watch"]}]),
+        ),
     )
     .await;
     create(
@@ -152,10 +166,16 @@ async fn a_namespaced_role_allows_its_rules_in_its_namespace_only() {
     )
     .await;
     let jane = user_client(&srv, "jane", &["devs"]).await;
-    eventually("jane may list pods in team", || async { code(&jane, "GET", "/api/v1/namespaces/team/pods", None).await == 200 }).await;
+    eventually("jane may list pods in team", || async {
+        code(&jane, "GET", "/api/v1/namespaces/team/pods", None).await == 200
+    })
+    .await;
     // Not in other namespaces, not other verbs or resources, not cluster-wide.
     let msg = forbidden_message(&jane, "GET", "/api/v1/namespaces/default/pods", None).await;
-    assert_eq!(msg, "pods is forbidden: User \"jane\" cannot list resource \"pods\" in API group \"\" in the namespace \"default\"");
+    assert_eq!(
+        msg,
+        "pods is forbidden: User \"jane\" cannot list resource \"pods\" in API group \"\" in the namespace \"default\""
+    );
     let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}});
     let msg = forbidden_message(&jane, "POST", "/api/v1/namespaces/team/configmaps", Some(cm)).await;
     assert!(msg.starts_with("configmaps is forbidden: User \"jane\" cannot create resource \"configmaps\""), "{msg}");
@@ -169,15 +189,25 @@ async fn a_namespaced_role_allows_its_rules_in_its_namespace_only() {
     assert_eq!(jane.request_text(http::Request::get("/healthz").body(vec![]).unwrap()).await.unwrap(), "ok");
     // Taking the binding away takes the permission away.
     call(&admin, "DELETE", &format!("{RBAC}/namespaces/team/rolebindings/jane-reads"), None).await.unwrap();
-    eventually("jane loses pods", || async { code(&jane, "GET", "/api/v1/namespaces/team/pods", None).await == 403 }).await;
+    eventually("jane loses pods", || async { code(&jane, "GET", "/api/v1/namespaces/team/pods", None).await == 403 })
+        .await;
     // Groups are subjects too.
     create(
         &admin,
         &format!("{RBAC}/namespaces/team/rolebindings"),
-        binding("RoleBinding", "devs-read", "Role", "pod-reader", json!([{"kind": "Group", "name": "devs", "apiGroup": "rbac.authorization.k8s.io"}])),
+        binding(
+            "RoleBinding",
+            "devs-read",
+            "Role",
+            "pod-reader",
+            json!([{"kind": "Group", "name": "devs", "apiGroup": "rbac.authorization.k8s.io"}]),
+        ),
     )
     .await;
-    eventually("devs may list pods", || async { code(&jane, "GET", "/api/v1/namespaces/team/pods", None).await == 200 }).await;
+    eventually("devs may list pods", || async {
+        code(&jane, "GET", "/api/v1/namespaces/team/pods", None).await == 200
+    })
+    .await;
 }
 
 #[tokio::test]
@@ -199,7 +229,13 @@ async fn service_accounts_are_subjects_by_namespace_and_name() {
     create(
         &admin,
         &format!("{RBAC}/namespaces/apps/rolebindings"),
-        binding("RoleBinding", "bot-view", "ClusterRole", "view", json!([{"kind": "ServiceAccount", "name": "bot", "namespace": "apps"}])),
+        binding(
+            "RoleBinding",
+            "bot-view",
+            "ClusterRole",
+            "view",
+            json!([{"kind": "ServiceAccount", "name": "bot", "namespace": "apps"}]),
+        ),
     )
     .await;
     // One group per certificate: the PKI's subject keeps a single O.
@@ -256,7 +292,8 @@ async fn nodes_read_only_what_their_pods_use() {
     assert_eq!(code(&n1, "DELETE", "/api/v1/namespaces/default/secrets/used", None).await, 403);
     // Its own lease (absent: 404), not another node's.
     assert_eq!(code(&n1, "GET", "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/n1", None).await, 404);
-    let msg = forbidden_message(&n1, "GET", "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/n2", None).await;
+    let msg =
+        forbidden_message(&n1, "GET", "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/n2", None).await;
     assert!(msg.ends_with("can only access node lease with the same name as the requesting node"), "{msg}");
     // Tokens for the service accounts of its pods only (authorized: the handler decides).
     assert_ne!(
@@ -304,8 +341,12 @@ async fn granting_permissions_one_does_not_hold_is_refused() {
     let dana = user_client(&srv, "dana", &[]).await;
     let roles = format!("{RBAC}/namespaces/team/roles");
     let readers = role("readers", json!([{"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]}]));
-    eventually("dana may grant what she holds", || async { code(&dana, "POST", &roles, Some(readers.clone())).await == 200 }).await;
-    let deleters = role("deleters", json!([{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "delete", "watch"]}]));
+    eventually("dana may grant what she holds", || async {
+        code(&dana, "POST", &roles, Some(readers.clone())).await == 200
+    })
+    .await;
+    let deleters =
+        role("deleters", json!([{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "delete", "watch"]}]));
     let msg = forbidden_message(&dana, "POST", &roles, Some(deleters.clone())).await;
     assert_eq!(
         msg,
@@ -319,7 +360,10 @@ async fn granting_permissions_one_does_not_hold_is_refused() {
     let bindings = format!("{RBAC}/namespaces/team/rolebindings");
     let bind_admin = binding("RoleBinding", "friend-admin", "ClusterRole", "admin", user_subject("friend"));
     let msg = forbidden_message(&dana, "POST", &bindings, Some(bind_admin.clone())).await;
-    assert!(msg.starts_with("rolebindings.rbac.authorization.k8s.io \"friend-admin\" is forbidden: user \"dana\""), "{msg}");
+    assert!(
+        msg.starts_with("rolebindings.rbac.authorization.k8s.io \"friend-admin\" is forbidden: user \"dana\""),
+        "{msg}"
+    );
     let bind_readers = binding("RoleBinding", "friend-readers", "Role", "readers", user_subject("friend"));
     assert_eq!(code(&dana, "POST", &bindings, Some(bind_readers)).await, 200);
     // With `bind` on the admin ClusterRole and `escalate` on roles, both go through.
@@ -336,7 +380,10 @@ async fn granting_permissions_one_does_not_hold_is_refused() {
     )
     .await;
     create(&admin, &bindings, binding("RoleBinding", "dana-powers", "Role", "powers", user_subject("dana"))).await;
-    eventually("dana may bind admin", || async { code(&dana, "POST", &bindings, Some(bind_admin.clone())).await == 200 }).await;
+    eventually("dana may bind admin", || async {
+        code(&dana, "POST", &bindings, Some(bind_admin.clone())).await == 200
+    })
+    .await;
     assert_eq!(code(&dana, "POST", &roles, Some(deleters)).await, 200);
     // Cluster roles: she holds no cluster-wide rules at all.
     let cr = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": "x"}, "rules": []});
@@ -409,23 +456,28 @@ async fn access_reviews_answer_for_users_and_for_oneself() {
         (json!({"spec": {"resourceAttributes": {"verb": "get", "resource": "pods"}}}), "spec.user"),
     ] {
         match call(&admin, "POST", sars, Some(body)).await {
-            Err(kube::Error::Api(e)) => assert_eq!((e.code, e.reason.as_str()), (422, "Invalid"), "{field}: {}", e.message),
+            Err(kube::Error::Api(e)) => {
+                assert_eq!((e.code, e.reason.as_str()), (422, "Invalid"), "{field}: {}", e.message)
+            }
             other => panic!("{field}: {other:?}"),
         }
     }
     let local = json!({"spec": {"user": "jane", "resourceAttributes": {"namespace": "other", "verb": "get", "resource": "pods"}}});
-    assert_eq!(code(&admin, "POST", "/apis/authorization.k8s.io/v1/namespaces/team/localsubjectaccessreviews", Some(local)).await, 422);
+    assert_eq!(
+        code(&admin, "POST", "/apis/authorization.k8s.io/v1/namespaces/team/localsubjectaccessreviews", Some(local))
+            .await,
+        422
+    );
     let local = json!({"spec": {"user": "jane", "resourceAttributes": {"namespace": "team", "verb": "get", "resource": "pods"}}});
-    let answer = call(&admin, "POST", "/apis/authorization.k8s.io/v1/namespaces/team/localsubjectaccessreviews", Some(local))
-        .await
-        .unwrap();
+    let answer =
+        call(&admin, "POST", "/apis/authorization.k8s.io/v1/namespaces/team/localsubjectaccessreviews", Some(local))
+            .await
+            .unwrap();
     assert_eq!(answer["status"]["allowed"], true, "{answer}");
 
     // jane asks for herself; she may not ask about others.
     let jane = user_client(&srv, "jane", &[]).await;
-    let self_review = |verb: &str| {
-        json!({"spec": {"resourceAttributes": {"namespace": "team", "verb": verb, "resource": "secrets"}}})
-    };
+    let self_review = |verb: &str| json!({"spec": {"resourceAttributes": {"namespace": "team", "verb": verb, "resource": "secrets"}}});
     let ssar = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews";
     assert_eq!(call(&jane, "POST", ssar, Some(self_review("create"))).await.unwrap()["status"]["allowed"], true);
     assert_eq!(call(&jane, "POST", ssar, Some(self_review("escalate"))).await.unwrap()["status"]["allowed"], false);
@@ -439,10 +491,19 @@ async fn access_reviews_answer_for_users_and_for_oneself() {
     .await
     .unwrap();
     let resource_rules = rules["status"]["resourceRules"].as_array().unwrap();
-    assert!(resource_rules.iter().any(|r| r["resources"].as_array().unwrap().iter().any(|x| x == "selfsubjectaccessreviews")));
+    assert!(
+        resource_rules.iter().any(|r| r["resources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|x| x == "selfsubjectaccessreviews"))
+    );
     assert!(resource_rules.iter().any(|r| r["resources"].as_array().unwrap().iter().any(|x| x == "deployments")));
     let urls = rules["status"]["nonResourceRules"].as_array().unwrap();
     assert!(urls.iter().any(|r| r["nonResourceURLs"].as_array().unwrap().iter().any(|x| x == "/healthz")));
     assert_eq!(rules["status"]["incomplete"], false);
-    assert_eq!(code(&jane, "POST", "/apis/authorization.k8s.io/v1/selfsubjectrulesreviews", Some(json!({"spec": {}}))).await, 400);
+    assert_eq!(
+        code(&jane, "POST", "/apis/authorization.k8s.io/v1/selfsubjectrulesreviews", Some(json!({"spec": {}}))).await,
+        400
+    );
 }

@@ -16,21 +16,52 @@ use common::{Server, free_port, kubectl_binary, squeeze};
 fn user_kubeconfig(srv: &Server, dir: &Path, user: &str, groups: &[&str]) -> PathBuf {
     let tls = srv.data_dir.join("server").join("tls");
     let file = user.replace(':', "_");
-    let (key, csr, crt) = (dir.join(format!("{file}.key")), dir.join(format!("{file}.csr")), dir.join(format!("{file}.crt")));
+    let (key, csr, crt) =
+        (dir.join(format!("{file}.key")), dir.join(format!("{file}.csr")), dir.join(format!("{file}.crt")));
     let subject: String = groups.iter().map(|g| format!("/O={g}")).collect::<String>() + &format!("/CN={user}");
     let run = |args: &[&str]| {
         let out = Command::new("openssl").args(args).output().expect("openssl runs");
         assert!(out.status.success(), "openssl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
     };
-    run(&["req", "-new", "-newkey", "rsa:2048", "-nodes", "-keyout", path(&key), "-out", path(&csr), "-subj", &subject]);
+    run(&[
+        "req",
+        "-new",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        path(&key),
+        "-out",
+        path(&csr),
+        "-subj",
+        &subject,
+    ]);
     // A v3 client certificate: rustls refuses extension-less (v1) ones.
     let ext = dir.join(format!("{file}.ext"));
-    std::fs::write(&ext, "basicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=clientAuth\n")
-        .unwrap();
-    let serial = format!("0x{:x}", std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos());
+    std::fs::write(
+        &ext,
+        "basicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=clientAuth\n",
+    )
+    .unwrap();
+    let serial =
+        format!("0x{:x}", std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos());
     run(&[
-        "x509", "-req", "-in", path(&csr), "-CA", path(&tls.join("server-ca.crt")), "-CAkey",
-        path(&tls.join("server-ca.key")), "-set_serial", &serial, "-extfile", path(&ext), "-out", path(&crt), "-days", "1",
+        "x509",
+        "-req",
+        "-in",
+        path(&csr),
+        "-CA",
+        path(&tls.join("server-ca.crt")),
+        "-CAkey",
+        path(&tls.join("server-ca.key")),
+        "-set_serial",
+        &serial,
+        "-extfile",
+        path(&ext),
+        "-out",
+        path(&crt),
+        "-days",
+        "1",
     ]);
     let kubeconfig = dir.join(format!("{file}.kubeconfig"));
     std::fs::copy(srv.kubeconfig(), &kubeconfig).unwrap();
@@ -42,7 +73,12 @@ fn user_kubeconfig(srv: &Server, dir: &Path, user: &str, groups: &[&str]) -> Pat
     let key_arg = format!("--client-key={}", key.display());
     kc(&["config", "set-credentials", user, &cert_arg, &key_arg, "--embed-certs=true"]);
     let current = String::from_utf8(
-        Command::new(kubectl_binary()).args(["config", "current-context"]).env("KUBECONFIG", &kubeconfig).output().unwrap().stdout,
+        Command::new(kubectl_binary())
+            .args(["config", "current-context"])
+            .env("KUBECONFIG", &kubeconfig)
+            .output()
+            .unwrap()
+            .stdout,
     )
     .unwrap();
     kc(&["config", "set-context", current.trim(), &format!("--user={user}")]);
@@ -76,7 +112,12 @@ fn can_i_becomes(kubeconfig: &Path, args: &[&str], want: &str) -> String {
             assert_eq!(out.status.success(), want == "yes", "{args:?}");
             return answer;
         }
-        assert!(Instant::now() < deadline, "can-i {args:?}: still {:?} ({})", stdout(&out), String::from_utf8_lossy(&out.stderr));
+        assert!(
+            Instant::now() < deadline,
+            "can-i {args:?}: still {:?} ({})",
+            stdout(&out),
+            String::from_utf8_lossy(&out.stderr)
+        );
         std::thread::sleep(Duration::from_millis(100));
     }
 }

@@ -65,9 +65,7 @@ impl PodRefs {
                 let claim = format!("{pod_name}-{}", str_at(vol, "/name").unwrap_or(""));
                 refs.claims.insert(claim);
             }
-            for plugin in ["azureFile/secretName"] {
-                add(&mut refs.secrets, str_at(vol, &format!("/{plugin}")));
-            }
+            add(&mut refs.secrets, str_at(vol, "/azureFile/secretName"));
             for plugin in ["cephfs", "cinder", "flexVolume", "iscsi", "rbd", "scaleIO", "storageos"] {
                 add(&mut refs.secrets, str_at(vol, &format!("/{plugin}/secretRef/name")));
             }
@@ -182,7 +180,9 @@ impl Graph {
             Vertex::Secret => {
                 self.pods.any(|k, p| on_node(k, p) && p.secrets.contains(name))
                     || self.volumes_of(node).iter().any(|pv| {
-                        self.pvs.get("", pv).is_some_and(|r| r.secrets.contains(&(namespace.to_string(), name.to_string())))
+                        self.pvs
+                            .get("", pv)
+                            .is_some_and(|r| r.secrets.contains(&(namespace.to_string(), name.to_string())))
                     })
             }
             Vertex::Pv => self.volumes_of(node).iter().any(|pv| pv == name),
@@ -198,7 +198,12 @@ impl Graph {
             }
             false
         });
-        claims.iter().filter_map(|(ns, c)| self.pvcs.get(ns, c)).map(|v| v.to_string()).filter(|v| !v.is_empty()).collect()
+        claims
+            .iter()
+            .filter_map(|(ns, c)| self.pvcs.get(ns, c))
+            .map(|v| v.to_string())
+            .filter(|v| !v.is_empty())
+            .collect()
     }
 }
 

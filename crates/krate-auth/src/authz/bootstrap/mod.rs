@@ -110,11 +110,8 @@ pub fn reconcile_role(existing: &Value, desired: &Value) -> Option<Value> {
     let mut changed = merge_metadata(&mut out, desired);
     if let Some(want) = desired.get("aggregationRule") {
         // The aggregation loop owns aggregated roles' rules; only selectors are added.
-        let have = out
-            .pointer("/aggregationRule/clusterRoleSelectors")
-            .and_then(Value::as_array)
-            .cloned()
-            .unwrap_or_default();
+        let have =
+            out.pointer("/aggregationRule/clusterRoleSelectors").and_then(Value::as_array).cloned().unwrap_or_default();
         let mut selectors = have.clone();
         for s in want["clusterRoleSelectors"].as_array().into_iter().flatten() {
             if !selectors.contains(s) {

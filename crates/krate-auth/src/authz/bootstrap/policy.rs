@@ -121,8 +121,17 @@ pub fn cluster_roles() -> Vec<Role> {
             vec![urls(
                 &["get"],
                 &[
-                    "/livez", "/readyz", "/healthz", "/version", "/version/", "/openapi", "/openapi/*", "/api", "/api/*",
-                    "/apis", "/apis/*",
+                    "/livez",
+                    "/readyz",
+                    "/healthz",
+                    "/version",
+                    "/version/",
+                    "/openapi",
+                    "/openapi/*",
+                    "/api",
+                    "/api/*",
+                    "/apis",
+                    "/apis/*",
                 ],
             )],
         ),
@@ -144,13 +153,7 @@ pub fn cluster_roles() -> Vec<Role> {
             "system:public-info-viewer",
             vec![urls(&["get"], &["/livez", "/readyz", "/healthz", "/version", "/version/"])],
         ),
-        Role {
-            name: "admin",
-            namespace: "",
-            labels: vec![],
-            aggregate_from: Some(AGGREGATE_TO_ADMIN),
-            rules: vec![],
-        },
+        Role { name: "admin", namespace: "", labels: vec![], aggregate_from: Some(AGGREGATE_TO_ADMIN), rules: vec![] },
         Role {
             name: "edit",
             namespace: "",
@@ -356,7 +359,10 @@ pub fn cluster_roles() -> Vec<Role> {
         ),
         cluster_role(
             "system:kube-dns",
-            vec![r(&["list", "watch"], &[CORE], &["endpoints", "services"]), r(&["list", "watch"], &[DISCOVERY], &["endpointslices"])],
+            vec![
+                r(&["list", "watch"], &[CORE], &["endpoints", "services"]),
+                r(&["list", "watch"], &[DISCOVERY], &["endpointslices"]),
+            ],
         ),
         cluster_role(
             "system:kube-scheduler",
@@ -471,7 +477,11 @@ fn controller_roles() -> Vec<Role> {
                 r(&["get", "list", "watch", "update"], &[APPS, EXTENSIONS], &["deployments"]),
                 r(&["update"], &[APPS, EXTENSIONS], &["deployments/status"]),
                 r(&["update"], &[APPS, EXTENSIONS], &["deployments/finalizers"]),
-                r(&["get", "list", "watch", "create", "update", "patch", "delete"], &[APPS, EXTENSIONS], &["replicasets"]),
+                r(
+                    &["get", "list", "watch", "create", "update", "patch", "delete"],
+                    &[APPS, EXTENSIONS],
+                    &["replicasets"],
+                ),
                 r(&["get", "list", "watch", "update"], &[CORE], &["pods"]),
             ],
         ),
@@ -565,10 +575,7 @@ fn controller_roles() -> Vec<Role> {
                 r(&["get", "list", "create", "update", "delete"], &[DISCOVERY], &["endpointslices"]),
             ],
         ),
-        c(
-            "system:controller:serviceaccount-controller",
-            vec![r(&["create"], &[CORE], &["serviceaccounts"])],
-        ),
+        c("system:controller:serviceaccount-controller", vec![r(&["create"], &[CORE], &["serviceaccounts"])]),
         c(
             "system:controller:node-controller",
             vec![

@@ -32,9 +32,9 @@ impl RoleInfo {
         RoleInfo {
             rules: PolicyRule::list_from(obj),
             labels: krate_api::object::labels(obj).cloned().unwrap_or_default(),
-            aggregation: obj.get("aggregationRule").map(|a| {
-                a.get("clusterRoleSelectors").and_then(Value::as_array).cloned().unwrap_or_default()
-            }),
+            aggregation: obj
+                .get("aggregationRule")
+                .map(|a| a.get("clusterRoleSelectors").and_then(Value::as_array).cloned().unwrap_or_default()),
         }
     }
 }
@@ -156,9 +156,10 @@ impl Rbac {
                 .cluster_roles
                 .get("", name)
                 .ok_or_else(|| format!("clusterrole.rbac.authorization.k8s.io \"{name}\" not found")),
-            "Role" => {
-                self.roles.get(namespace, name).ok_or_else(|| format!("role.rbac.authorization.k8s.io \"{name}\" not found"))
-            }
+            "Role" => self
+                .roles
+                .get(namespace, name)
+                .ok_or_else(|| format!("role.rbac.authorization.k8s.io \"{name}\" not found")),
             other => Err(format!("unsupported role reference kind: \"{other}\"")),
         }
     }

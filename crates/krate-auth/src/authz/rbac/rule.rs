@@ -120,9 +120,7 @@ fn verb_matches(verbs: &[String], verb: &str) -> bool {
 /// "*", the combined "resource/subresource", or "*/subresource".
 fn resource_matches(rule_resources: &[String], combined: &str, subresource: &str) -> bool {
     rule_resources.iter().any(|r| {
-        r == "*"
-            || r == combined
-            || (!subresource.is_empty() && r.strip_prefix("*/").is_some_and(|s| s == subresource))
+        r == "*" || r == combined || (!subresource.is_empty() && r.strip_prefix("*/").is_some_and(|s| s == subresource))
     })
 }
 
@@ -155,7 +153,11 @@ pub fn breakdown(rule: &PolicyRule) -> Vec<PolicyRule> {
     }
     for url in &rule.non_resource_urls {
         for verb in &rule.verbs {
-            out.push(PolicyRule { verbs: vec![verb.clone()], non_resource_urls: vec![url.clone()], ..Default::default() });
+            out.push(PolicyRule {
+                verbs: vec![verb.clone()],
+                non_resource_urls: vec![url.clone()],
+                ..Default::default()
+            });
         }
     }
     out
@@ -195,11 +197,8 @@ fn rule_covers(owner: &PolicyRule, sub: &PolicyRule) -> bool {
 /// Whether `owner` rules grant everything `requested` rules do; if not, the pieces of
 /// `requested` nobody covers (upstream's Covers).
 pub fn covers(owner: &[PolicyRule], requested: &[PolicyRule]) -> (bool, Vec<PolicyRule>) {
-    let missing: Vec<PolicyRule> = requested
-        .iter()
-        .flat_map(breakdown)
-        .filter(|sub| !owner.iter().any(|o| rule_covers(o, sub)))
-        .collect();
+    let missing: Vec<PolicyRule> =
+        requested.iter().flat_map(breakdown).filter(|sub| !owner.iter().any(|o| rule_covers(o, sub))).collect();
     (missing.is_empty(), missing)
 }
 
@@ -235,7 +234,14 @@ mod tests {
 
     use super::*;
 
-    fn attrs<'a>(user: &'a UserInfo, verb: &'a str, group: &'a str, resource: &'a str, sub: &'a str, name: &'a str) -> Attributes<'a> {
+    fn attrs<'a>(
+        user: &'a UserInfo,
+        verb: &'a str,
+        group: &'a str,
+        resource: &'a str,
+        sub: &'a str,
+        name: &'a str,
+    ) -> Attributes<'a> {
         Attributes {
             user,
             verb,
@@ -276,7 +282,8 @@ mod tests {
         let rule = PolicyRule::urls(&["get"], &["/healthz", "/apis/*"]);
         let mut a = attrs(&u, "get", "", "", "", "");
         a.resource_request = false;
-        for (path, allowed) in [("/healthz", true), ("/healthz/ping", false), ("/apis/apps/v1", true), ("/api", false)] {
+        for (path, allowed) in [("/healthz", true), ("/healthz/ping", false), ("/apis/apps/v1", true), ("/api", false)]
+        {
             a.path = path;
             assert_eq!(rule.allows(&a), allowed, "{path}");
         }
