@@ -219,6 +219,15 @@ async fn anonymous_users_get_public_information_only() {
     assert!(msg.contains("User \"system:anonymous\" cannot list resource \"pods\""), "{msg}");
     let msg = forbidden_message(&anon, "GET", "/.well-known/openid-configuration", None).await;
     assert_eq!(msg, "forbidden: User \"system:anonymous\" cannot get path \"/.well-known/openid-configuration\"");
+    // Decisions are counted per authorizer.
+    let admin = srv.client().await;
+    let metrics = admin.request_text(http::Request::get("/metrics").body(vec![]).unwrap()).await.unwrap();
+    for want in [
+        r#"apiserver_authorization_decisions_total{decision="allowed",name="privileged",type="Privileged"}"#,
+        r#"apiserver_authorization_decisions_total{decision="noopinion",name="rbac",type="RBAC"}"#,
+    ] {
+        assert!(metrics.contains(want), "{want} missing");
+    }
 }
 
 #[tokio::test]

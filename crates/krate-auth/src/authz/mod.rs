@@ -6,6 +6,7 @@ pub mod aggregation;
 pub mod bootstrap;
 pub mod escalation;
 pub mod informer;
+pub mod metrics;
 pub mod modes;
 pub mod node;
 pub mod rbac;

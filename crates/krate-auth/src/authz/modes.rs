@@ -7,6 +7,7 @@ use std::time::Duration;
 use krate_api::Registry;
 use krate_api::user::UserInfo;
 
+use super::metrics::Counted;
 use super::node::Node;
 use super::rbac::Rbac;
 use super::{AlwaysAllow, AlwaysDeny, Authorizer, Privileged, RuleResolver, Rules, Union};
@@ -80,12 +81,14 @@ impl Authorization {
                 other => tracing::warn!(mode = other, "unknown authorization mode skipped"),
             }
         }
-        Authorization {
-            authorizer: Arc::new(Union(authorizers)),
-            resolver: Arc::new(ResolverUnion(resolvers)),
-            rbac,
-            node,
-        }
+        // Every authorizer but an unknown mode's (skipped above) counts its decisions.
+        let kinds = std::iter::once("Privileged").chain(modes.iter().map(|m| mode_name(m)).filter(|k| *k != "Unknown"));
+        let counted = authorizers
+            .into_iter()
+            .zip(kinds)
+            .map(|(inner, kind)| -> Arc<dyn Authorizer> { Arc::new(Counted { kind, name: mode_label(kind), inner }) })
+            .collect();
+        Authorization { authorizer: Arc::new(Union(counted)), resolver: Arc::new(ResolverUnion(resolvers)), rbac, node }
     }
 
     /// Waits until every authorizer's copy holds its first listing.
@@ -95,6 +98,21 @@ impl Authorization {
             None => true,
         };
         node && self.rbac.wait_synced(timeout).await
+    }
+}
+
+/// The static name of a mode (metric labels).
+fn mode_name(m: &str) -> &'static str {
+    MODES.iter().find(|x| **x == m).copied().unwrap_or("Unknown")
+}
+
+/// Upstream's authorizer names in metrics.
+fn mode_label(kind: &'static str) -> &'static str {
+    match kind {
+        "Privileged" => "privileged",
+        "Node" => "node",
+        "RBAC" => "rbac",
+        _ => kind,
     }
 }
 
