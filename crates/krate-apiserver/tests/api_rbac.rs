@@ -298,6 +298,10 @@ async fn nodes_read_only_what_their_pods_use() {
     let msg = forbidden_message(&n2, "GET", "/api/v1/namespaces/default/secrets/used", None).await;
     assert!(msg.contains("no relationship found between node 'n2' and this object"), "{msg}");
     assert_eq!(code(&n1, "GET", "/api/v1/namespaces/default/secrets", None).await, 403);
+    // A kubelet lists (and watches) one secret by name.
+    let by_name = |name: &str| format!("/api/v1/namespaces/default/secrets?fieldSelector=metadata.name%3D{name}");
+    assert_eq!(code(&n1, "GET", &by_name("used"), None).await, 200);
+    assert_eq!(code(&n1, "GET", &by_name("unused"), None).await, 403);
     assert_eq!(code(&n1, "DELETE", "/api/v1/namespaces/default/secrets/used", None).await, 403);
     // Its own lease (absent: 404), not another node's.
     assert_eq!(code(&n1, "GET", "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/n1", None).await, 404);
