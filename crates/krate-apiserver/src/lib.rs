@@ -7,6 +7,7 @@
 //! - [`discovery`], [`health`]: discovery documents, health and version endpoints;
 //! - [`pki`]: the cluster CA, serving and client certificates, kubeconfigs.
 
+pub mod authz;
 pub mod body;
 pub mod bootstrap;
 pub mod conditional;

@@ -9,12 +9,14 @@ use std::sync::Arc;
 use krate_admission::{Chain, NamespaceLifecycle};
 use krate_api::services::{ServiceAllocator, ServiceHooks};
 use krate_api::{Registry, ResourceTable};
+use krate_auth::authz::escalation::EscalationCheck;
+use krate_auth::authz::modes::Authorization;
 use krate_store::DynStore;
 use tokio::task::JoinHandle;
 
 use crate::pki::{Pki, PkiError, write_private};
 use crate::serve::{Listener, ServeError};
-use crate::{ApiServer, ApiServerConfig, Auth, bootstrap};
+use crate::{ApiServer, ApiServerConfig, Auth, authz, bootstrap};
 
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
@@ -26,6 +28,8 @@ pub enum StartError {
     Bootstrap(String),
     #[error("{0}")]
     Io(String),
+    #[error(transparent)]
+    Authorization(#[from] krate_auth::authz::modes::ModeError),
 }
 
 pub struct Options {
@@ -43,6 +47,8 @@ pub struct Options {
     /// In-flight request limits (0: unlimited).
     pub max_requests_inflight: usize,
     pub max_mutating_requests_inflight: usize,
+    /// --authorization-mode: a comma list of AlwaysAllow, AlwaysDeny, Node, RBAC.
+    pub authorization_mode: String,
 }
 
 /// A serving API server.
@@ -97,7 +103,10 @@ pub async fn start(opts: Options) -> Result<Running, StartError> {
     let alloc = Arc::new(ServiceAllocator::new(&opts.service_cidr, &opts.node_port_range).map_err(StartError::Io)?);
     let services = registry.table.lookup("", "v1", "services").expect("services are built in");
     registry.register_hooks(&services, Arc::new(ServiceHooks { alloc: alloc.clone() }));
-    let admission = Arc::new(Chain::new(vec![Arc::new(NamespaceLifecycle::new(&registry))]));
+    let modes = krate_auth::authz::modes::parse(&opts.authorization_mode)?;
+    let authorization = Authorization::build(&modes, &registry);
+    let escalation = EscalationCheck::new(authorization.rbac.clone(), authorization.authorizer.clone());
+    let admission = Arc::new(Chain::new(vec![Arc::new(NamespaceLifecycle::new(&registry)), Arc::new(escalation)]));
     let advertise_ip = local_address(opts.bind.ip());
     // Bound first: the advertised port is known only then (port 0 in tests).
     let std_listener = std::net::TcpListener::bind(opts.bind)
@@ -109,12 +118,12 @@ pub async fn start(opts: Options) -> Result<Running, StartError> {
         max_requests_inflight: opts.max_requests_inflight,
         max_mutating_requests_inflight: opts.max_mutating_requests_inflight,
     };
-    // Until tokens and RBAC serve: certificates, and the interim rules.
     let auth = Auth {
         authenticator: Arc::new(krate_auth::authn::Union(vec![Arc::new(krate_auth::authn::X509)])),
-        authorizer: Arc::new(krate_auth::authz::Interim),
+        authorizer: authorization.authorizer.clone(),
     };
-    let server = Arc::new(ApiServer::new(registry.clone(), admission, auth, config));
+    let server = Arc::new(ApiServer::new(registry.clone(), admission.clone(), auth, config));
+    authz::register_reviews(&server, &authorization);
     let listener = Listener::from_std(std_listener, &pki, server.clone())?;
     let task = tokio::spawn(listener.run());
 
@@ -124,6 +133,7 @@ pub async fn start(opts: Options) -> Result<Running, StartError> {
     bootstrap::kubernetes_service(&registry, &alloc, endpoint_ip, bound.port())
         .await
         .map_err(|e| StartError::Bootstrap(e.to_string()))?;
+    authz::bootstrap(&registry, &authorization, admission).await?;
     server.set_ready();
 
     let url = format!("https://{}", SocketAddr::new(advertise_ip, bound.port()));

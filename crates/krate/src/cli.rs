@@ -71,6 +71,10 @@ pub struct ServerArgs {
     /// Let requests without credentials act as system:anonymous (false: refuse them with 401).
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     pub anonymous_auth: bool,
+    /// Authorizers, in order, as a comma list of AlwaysAllow, AlwaysDeny, Node and RBAC
+    /// (system:masters may always do anything).
+    #[arg(long, default_value = "Node,RBAC")]
+    pub authorization_mode: String,
     /// Cluster IPs for Services come from this range.
     #[arg(long, default_value = "10.43.0.0/16")]
     pub service_cluster_ip_range: String,

@@ -2,14 +2,22 @@
 //! a union asks them in turn and the first Allow or Deny wins, as upstream's
 //! `--authorization-mode` chain. A request nobody allows is refused (403).
 
-mod interim;
+pub mod aggregation;
+pub mod bootstrap;
+pub mod escalation;
+pub mod informer;
+pub mod metrics;
+pub mod modes;
+pub mod node;
+pub mod rbac;
+pub mod review;
 
 use std::sync::Arc;
 
 use async_trait::async_trait;
 use krate_api::user::UserInfo;
 
-pub use interim::Interim;
+use self::rbac::rule::PolicyRule;
 
 /// What a request asks to do, as authorizers see it (upstream's authorizer.Attributes).
 #[derive(Clone, Debug)]
@@ -41,6 +49,43 @@ pub enum Decision {
 #[async_trait]
 pub trait Authorizer: Send + Sync {
     async fn authorize(&self, attrs: &Attributes<'_>) -> Decision;
+
+    /// The decision with the reason an Allow came with too (e.g. "RBAC: allowed by
+    /// ClusterRoleBinding …"), for audit and access reviews.
+    async fn authorize_explained(&self, attrs: &Attributes<'_>) -> (Decision, String) {
+        let d = self.authorize(attrs).await;
+        let reason = match &d {
+            Decision::Allow => String::new(),
+            Decision::Deny(r) | Decision::NoOpinion(r) => r.clone(),
+        };
+        (d, reason)
+    }
+}
+
+/// What a user may do in a namespace, as far as an authorizer can list it (upstream's
+/// RuleResolver, behind SelfSubjectRulesReview).
+#[derive(Clone, Debug, Default)]
+pub struct Rules {
+    pub resource: Vec<PolicyRule>,
+    pub non_resource: Vec<PolicyRule>,
+    /// Some permissions could not be listed (the Node authorizer's graph, errors).
+    pub incomplete: bool,
+    pub errors: Vec<String>,
+}
+
+pub trait RuleResolver: Send + Sync {
+    fn rules_for(&self, user: &UserInfo, namespace: &str) -> Rules;
+}
+
+/// Upstream's privileged-group authorizer: system:masters may do anything, asked before
+/// every configured mode.
+pub struct Privileged;
+
+#[async_trait]
+impl Authorizer for Privileged {
+    async fn authorize(&self, a: &Attributes<'_>) -> Decision {
+        if a.user.in_group("system:masters") { Decision::Allow } else { Decision::NoOpinion(String::new()) }
+    }
 }
 
 /// Asks authorizers in order; the first Allow or Deny wins.
@@ -62,6 +107,32 @@ impl Authorizer for Union {
         }
         Decision::NoOpinion(reasons.join(", "))
     }
+
+    async fn authorize_explained(&self, attrs: &Attributes<'_>) -> (Decision, String) {
+        let mut reasons = Vec::new();
+        for a in &self.0 {
+            match a.authorize_explained(attrs).await {
+                (Decision::NoOpinion(r), _) => {
+                    if !r.is_empty() {
+                        reasons.push(r)
+                    }
+                }
+                decided => return decided,
+            }
+        }
+        let reason = reasons.join(", ");
+        (Decision::NoOpinion(reason.clone()), reason)
+    }
+}
+
+/// `--authorization-mode=AlwaysDeny`, for tests.
+pub struct AlwaysDeny;
+
+#[async_trait]
+impl Authorizer for AlwaysDeny {
+    async fn authorize(&self, _: &Attributes<'_>) -> Decision {
+        Decision::Deny(String::new())
+    }
 }
 
 /// `--authorization-mode=AlwaysAllow`, for development.
@@ -71,6 +142,16 @@ pub struct AlwaysAllow;
 impl Authorizer for AlwaysAllow {
     async fn authorize(&self, _: &Attributes<'_>) -> Decision {
         Decision::Allow
+    }
+}
+
+impl RuleResolver for AlwaysAllow {
+    fn rules_for(&self, _: &UserInfo, _: &str) -> Rules {
+        Rules {
+            resource: vec![PolicyRule::resource(&["*"], &["*"], &["*"])],
+            non_resource: vec![PolicyRule::urls(&["*"], &["*"])],
+            ..Default::default()
+        }
     }
 }
 

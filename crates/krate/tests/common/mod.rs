@@ -25,6 +25,8 @@ impl Server {
     /// Like [`Server::start`], with extra `krate server` arguments.
     pub fn start_with(data_dir: &Path, port: u16, extra: &[&str]) -> Server {
         let log = std::fs::File::create(data_dir.with_extension("log")).unwrap();
+        // A kubeconfig left by an earlier run must not count as this one being ready.
+        let _ = std::fs::remove_file(data_dir.join("admin.kubeconfig"));
         let child = Command::new(env!("CARGO_BIN_EXE_krate"))
             .args(["server", "--disable-agent", "--bind-address", "127.0.0.1"])
             .arg("--data-dir")
