@@ -17,9 +17,17 @@ use std::sync::Arc;
 
 pub use error::Error;
 
-/// Makes the client a controller acts through, given the controller's identity name
-/// (e.g. "namespace-controller").
-pub type ClientFor = Arc<dyn Fn(&str) -> kube::Client + Send + Sync>;
+/// The clients one controller works through. As upstream's kube-controller-manager with
+/// --use-service-account-credentials: watches and reads (upstream's shared informers) as
+/// the controller manager itself, writes as the controller's own service account.
+#[derive(Clone)]
+pub struct Clients {
+    pub read: kube::Client,
+    pub write: kube::Client,
+}
+
+/// Makes a controller's clients, given its identity name (e.g. "namespace-controller").
+pub type ClientFor = Arc<dyn Fn(&str) -> Clients + Send + Sync>;
 
 /// What the controllers need from their surroundings.
 pub struct Settings {

@@ -11,19 +11,19 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Namespace, NamespaceCondition};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::ResourceExt;
-use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, PostParams};
 use kube::discovery::{Discovery, Scope, verbs};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::watcher;
-use serde_json::json;
 
-use crate::Error;
+use crate::{Clients, Error};
 
 const FINALIZER: &str = "kubernetes";
 const CONTROLLER: &str = "namespace";
 
-pub async fn run(client: kube::Client) {
-    let namespaces: Api<Namespace> = Api::all(client.clone());
+pub async fn run(clients: Clients) {
+    let namespaces: Api<Namespace> = Api::all(clients.read.clone());
+    let client = clients.write;
     Controller::new(namespaces, watcher::Config::default())
         .run(
             |ns, client: Arc<kube::Client>| async move {
@@ -68,14 +68,20 @@ async fn reconcile(ns: &Namespace, client: &kube::Client) -> Result<Action, Erro
         Err(e) => (Remaining::default(), Some(e.to_string()), vec![]),
     };
     let namespaces: Api<Namespace> = Api::all(client.clone());
-    let conditions = conditions(ns, &remaining, discovery_error.as_deref(), &delete_errors);
-    let patch = json!({"status": {"conditions": conditions}});
-    namespaces.patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch)).await?;
+    // An update, not a patch: upstream's namespace-controller role may only update status.
+    let mut with_conditions = ns.clone();
+    with_conditions.status.get_or_insert_default().conditions =
+        Some(conditions(ns, &remaining, discovery_error.as_deref(), &delete_errors));
+    let ns = match namespaces.replace_status(&name, &PostParams::default(), &with_conditions).await {
+        Ok(updated) => updated,
+        Err(kube::Error::Api(s)) if s.code == 404 => return Ok(Action::await_change()),
+        Err(e) => return Err(e.into()),
+    };
     if discovery_error.is_some() || !delete_errors.is_empty() || !remaining.resources.is_empty() {
         // Pods wait for their grace period, finalizers for their controllers: look again.
         return Ok(Action::requeue(Duration::from_secs(if remaining.finalizers.is_empty() { 1 } else { 5 })));
     }
-    let mut done = ns.clone();
+    let mut done = ns;
     done.spec.get_or_insert_default().finalizers = Some(finalizers.into_iter().filter(|f| f != FINALIZER).collect());
     match namespaces.replace_subresource("finalize", &name, &PostParams::default(), &done).await {
         Ok(_) => tracing::info!(namespace = %name, "namespace content deleted; finalized"),

@@ -17,7 +17,7 @@ use kube::runtime::watcher;
 use kube::{Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 
-use crate::Error;
+use crate::{Clients, Error};
 
 /// Whether the namespace accepts new content (not being deleted).
 pub fn is_active(ns: &Namespace) -> bool {
@@ -27,7 +27,7 @@ pub fn is_active(ns: &Namespace) -> bool {
 
 /// Runs `reconcile(namespace name)` for every active namespace, and again when the
 /// object of kind `K` named `name` in it changes.
-pub async fn run<K, F, Fut>(controller: &'static str, client: kube::Client, name: &'static str, reconcile: F)
+pub async fn run<K, F, Fut>(controller: &'static str, clients: Clients, name: &'static str, reconcile: F)
 where
     K: Resource<Scope = NamespaceResourceScope, DynamicType = ()>
         + Clone
@@ -40,8 +40,8 @@ where
     Fut: Future<Output = Result<(), Error>> + Send + 'static,
 {
     let reconcile = Arc::new(reconcile);
-    let namespaces: Api<Namespace> = Api::all(client.clone());
-    let children: Api<K> = Api::all(client);
+    let namespaces: Api<Namespace> = Api::all(clients.read.clone());
+    let children: Api<K> = Api::all(clients.read);
     let by_name = watcher::Config::default().fields(&format!("metadata.name={name}"));
     Controller::new(namespaces, watcher::Config::default())
         .watches(children, by_name, |child: K| child.namespace().map(|ns| ObjectRef::<Namespace>::new(&ns)))

@@ -7,19 +7,20 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, ObjectMeta, PostParams};
 
-use crate::per_namespace;
+use crate::{Clients, per_namespace};
 
 pub const NAME: &str = "kube-root-ca.crt";
 const DESCRIPTION: &str = "Contains a CA bundle that can be used to verify the kube-apiserver when using internal endpoints such as the internal service IP or kubernetes.default.svc. No other usage is guaranteed across distributions of Kubernetes clusters.";
 
-pub async fn run(client: kube::Client, ca_pem: String) {
-    let c = client.clone();
-    per_namespace::run::<ConfigMap, _, _>("root-ca-cert-publisher", client, NAME, move |ns| {
-        let api: Api<ConfigMap> = Api::namespaced(c.clone(), &ns);
+pub async fn run(clients: Clients, ca_pem: String) {
+    let c = clients.clone();
+    per_namespace::run::<ConfigMap, _, _>("root-ca-cert-publisher", clients, NAME, move |ns| {
+        let reader: Api<ConfigMap> = Api::namespaced(c.read.clone(), &ns);
+        let api: Api<ConfigMap> = Api::namespaced(c.write.clone(), &ns);
         let data = BTreeMap::from([("ca.crt".to_string(), ca_pem.clone())]);
         async move {
             let annotations = BTreeMap::from([("kubernetes.io/description".to_string(), DESCRIPTION.to_string())]);
-            match api.get_opt(NAME).await? {
+            match reader.get_opt(NAME).await? {
                 Some(cm) if cm.data.as_ref() == Some(&data) => Ok(()),
                 Some(mut cm) => {
                     cm.data = Some(data);

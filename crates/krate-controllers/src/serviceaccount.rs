@@ -4,16 +4,17 @@
 use k8s_openapi::api::core::v1::ServiceAccount;
 use kube::api::{Api, ObjectMeta, PostParams};
 
-use crate::per_namespace;
+use crate::{Clients, per_namespace};
 
 pub const DEFAULT: &str = "default";
 
-pub async fn run(client: kube::Client) {
-    let c = client.clone();
-    per_namespace::run::<ServiceAccount, _, _>("serviceaccount", client, DEFAULT, move |ns| {
-        let api: Api<ServiceAccount> = Api::namespaced(c.clone(), &ns);
+pub async fn run(clients: Clients) {
+    let c = clients.clone();
+    per_namespace::run::<ServiceAccount, _, _>("serviceaccount", clients, DEFAULT, move |ns| {
+        let reader: Api<ServiceAccount> = Api::namespaced(c.read.clone(), &ns);
+        let api: Api<ServiceAccount> = Api::namespaced(c.write.clone(), &ns);
         async move {
-            if api.get_opt(DEFAULT).await?.is_some() {
+            if reader.get_opt(DEFAULT).await?.is_some() {
                 return Ok(());
             }
             let sa = ServiceAccount {

@@ -575,7 +575,14 @@ fn controller_roles() -> Vec<Role> {
                 r(&["get", "list", "create", "update", "delete"], &[DISCOVERY], &["endpointslices"]),
             ],
         ),
-        c("system:controller:serviceaccount-controller", vec![r(&["create"], &[CORE], &["serviceaccounts"])]),
+        c(
+            "system:controller:service-account-controller",
+            vec![r(&["create"], &[CORE], &["serviceaccounts"]), events_rule()],
+        ),
+        c(
+            "system:controller:root-ca-cert-publisher",
+            vec![r(&["create", "update"], &[CORE], &["configmaps"]), events_rule()],
+        ),
         c(
             "system:controller:node-controller",
             vec![
