@@ -7,9 +7,11 @@
 //! - [`discovery`], [`health`]: discovery documents, health and version endpoints;
 //! - [`pki`]: the cluster CA, serving and client certificates, kubeconfigs.
 
+pub mod audit;
 pub mod body;
 pub mod bootstrap;
 pub mod conditional;
+pub mod csr_signer;
 pub mod discovery;
 pub mod health;
 pub mod inflight;

@@ -26,6 +26,8 @@ pub enum StartError {
     Bootstrap(String),
     #[error("{0}")]
     Io(String),
+    #[error(transparent)]
+    Audit(#[from] crate::audit::AuditError),
 }
 
 pub struct Options {
@@ -43,6 +45,8 @@ pub struct Options {
     /// In-flight request limits (0: unlimited).
     pub max_requests_inflight: usize,
     pub max_mutating_requests_inflight: usize,
+    /// The --audit-* flags (no policy: nothing is audited).
+    pub audit: crate::audit::AuditOptions,
 }
 
 /// A serving API server.
@@ -114,7 +118,13 @@ pub async fn start(opts: Options) -> Result<Running, StartError> {
         authenticator: Arc::new(krate_auth::authn::Union(vec![Arc::new(krate_auth::authn::X509)])),
         authorizer: Arc::new(krate_auth::authz::Interim),
     };
-    let server = Arc::new(ApiServer::new(registry.clone(), admission, auth, config));
+    let server = Arc::new(ApiServer::new(registry.clone(), admission.clone(), auth, config));
+    if let Some(auditor) = crate::audit::Auditor::start(&opts.audit)? {
+        server.set_auditor(auditor);
+    }
+    // Built-in CSR signers (upstream's csrsigning controller); ends with the runtime.
+    crate::csr_signer::spawn(registry.clone(), admission.clone(), pki.ca.clone())
+        .map_err(|e| StartError::Bootstrap(e.to_string()))?;
     let listener = Listener::from_std(std_listener, &pki, server.clone())?;
     let task = tokio::spawn(listener.run());
 
