@@ -66,9 +66,9 @@ fn audit_options(a: &crate::cli::AuditArgs) -> anyhow::Result<krate_apiserver::a
             buffer_size: a.audit_webhook_batch_buffer_size,
             batch_max_size: a.audit_webhook_batch_max_size,
             batch_max_wait: parse_duration(&a.audit_webhook_batch_max_wait)
-                .context("--audit-webhook-batch-max-wait")?,
+                .map_err(|e| anyhow::anyhow!("--audit-webhook-batch-max-wait: {e}"))?,
             initial_backoff: parse_duration(&a.audit_webhook_initial_backoff)
-                .context("--audit-webhook-initial-backoff")?,
+                .map_err(|e| anyhow::anyhow!("--audit-webhook-initial-backoff: {e}"))?,
             ..WebhookOptions::new(path.clone())
         }),
         None => None,
