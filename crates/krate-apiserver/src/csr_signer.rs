@@ -11,7 +11,9 @@ use std::time::Duration;
 
 use base64::Engine;
 use futures::StreamExt;
-use rcgen::{CertificateSigningRequestParams, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair, KeyUsagePurpose, SerialNumber};
+use rcgen::{
+    CertificateSigningRequestParams, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair, KeyUsagePurpose, SerialNumber,
+};
 use serde_json::{Value, json};
 use x509_parser::extensions::{GeneralName, ParsedExtension};
 use x509_parser::prelude::FromDer;
@@ -88,8 +90,10 @@ impl Signer {
 
         let mut params = CertificateSigningRequestParams::from_der(&der.into())?;
         let p = &mut params.params;
-        p.not_before = time::OffsetDateTime::from_unix_timestamp(not_before).map_err(|e| SignError::Invalid(e.to_string()))?;
-        p.not_after = time::OffsetDateTime::from_unix_timestamp(not_after).map_err(|e| SignError::Invalid(e.to_string()))?;
+        p.not_before =
+            time::OffsetDateTime::from_unix_timestamp(not_before).map_err(|e| SignError::Invalid(e.to_string()))?;
+        p.not_after =
+            time::OffsetDateTime::from_unix_timestamp(not_after).map_err(|e| SignError::Invalid(e.to_string()))?;
         p.is_ca = IsCa::ExplicitNoCa;
         p.serial_number = Some(SerialNumber::from_slice(&random_serial()));
         p.key_usages = usages.iter().filter_map(|u| key_usage(u)).collect();
@@ -220,7 +224,8 @@ fn check_kubelet_client(r: &Request, usages: &BTreeSet<String>) -> Result<(), Si
     if r.uris > 0 {
         return Err(invalid("URI subjectAltNames are not allowed"));
     }
-    let (rsa, no_rsa) = (set(&["key encipherment", "digital signature", "client auth"]), set(&["digital signature", "client auth"]));
+    let (rsa, no_rsa) =
+        (set(&["key encipherment", "digital signature", "client auth"]), set(&["digital signature", "client auth"]));
     if *usages != rsa && *usages != no_rsa {
         return Err(invalid(format!("usages did not match {:?}", rsa.iter().collect::<Vec<_>>())));
     }
@@ -238,7 +243,8 @@ fn check_kubelet_serving(r: &Request, usages: &BTreeSet<String>) -> Result<(), S
     if r.uris > 0 {
         return Err(invalid("URI subjectAltNames are not allowed"));
     }
-    let (rsa, no_rsa) = (set(&["key encipherment", "digital signature", "server auth"]), set(&["digital signature", "server auth"]));
+    let (rsa, no_rsa) =
+        (set(&["key encipherment", "digital signature", "server auth"]), set(&["digital signature", "server auth"]));
     if *usages != rsa && *usages != no_rsa {
         return Err(invalid(format!("usages did not match {:?}", rsa.iter().collect::<Vec<_>>())));
     }
@@ -255,14 +261,19 @@ fn has_condition(csr: &Value, t: &str) -> bool {
 fn wants_signing(csr: &Value) -> bool {
     let signer = csr.pointer("/spec/signerName").and_then(Value::as_str).unwrap_or("");
     // legacy-unknown never signs; other signers are someone else's.
-    let ours = matches!(signer, KUBE_APISERVER_CLIENT | KUBELET_CLIENT | KUBELET_SERVING) && signer != LEGACY_UNKNOWN_SIGNER;
+    let ours =
+        matches!(signer, KUBE_APISERVER_CLIENT | KUBELET_CLIENT | KUBELET_SERVING) && signer != LEGACY_UNKNOWN_SIGNER;
     let issued = csr.pointer("/status/certificate").and_then(Value::as_str).is_some_and(|c| !c.is_empty());
     ours && !issued && has_condition(csr, "Approved") && !has_condition(csr, "Denied") && !has_condition(csr, "Failed")
 }
 
 /// Runs the signing loop until the task is dropped: a list, then a watch, again after
 /// any interruption.
-pub fn spawn(registry: Arc<Registry>, admission: Arc<dyn Admission>, ca: CertKey) -> Result<tokio::task::JoinHandle<()>, SignError> {
+pub fn spawn(
+    registry: Arc<Registry>,
+    admission: Arc<dyn Admission>,
+    ca: CertKey,
+) -> Result<tokio::task::JoinHandle<()>, SignError> {
     let signer = Arc::new(Signer::new(ca)?);
     Ok(tokio::spawn(async move {
         loop {
@@ -350,18 +361,34 @@ mod tests {
         let node = request("system:node:n1", &["system:nodes"], vec![]);
         let client = set(&["digital signature", "client auth"]);
         assert!(check_kubelet_client(&node, &client).is_ok());
-        assert!(check_kubelet_client(&node, &set(&["client auth"])).unwrap_err().to_string().contains("usages did not match"));
+        assert!(
+            check_kubelet_client(&node, &set(&["client auth"]))
+                .unwrap_err()
+                .to_string()
+                .contains("usages did not match")
+        );
         let jane = request("jane", &["system:nodes"], vec![]);
         assert!(check_kubelet_client(&jane, &client).unwrap_err().to_string().contains("system:node:"));
         let wrong_org = request("system:node:n1", &["ops"], vec![]);
         assert!(check_kubelet_client(&wrong_org, &client).unwrap_err().to_string().contains("organization"));
         let serving = set(&["digital signature", "key encipherment", "server auth"]);
         assert!(check_kubelet_serving(&node, &serving).unwrap_err().to_string().contains("DNS or IP"));
-        let with_ip = request("system:node:n1", &["system:nodes"], vec![rcgen::SanType::IpAddress("10.0.0.1".parse().unwrap())]);
+        let with_ip =
+            request("system:node:n1", &["system:nodes"], vec![rcgen::SanType::IpAddress("10.0.0.1".parse().unwrap())]);
         assert!(check_kubelet_serving(&with_ip, &serving).is_ok());
         assert!(check_kubelet_client(&with_ip, &client).unwrap_err().to_string().contains("IP subjectAltNames"));
-        assert!(check_client_usages(&set(&["client auth", "server auth"])).unwrap_err().to_string().contains("invalid usage"));
-        assert!(check_client_usages(&set(&["digital signature"])).unwrap_err().to_string().contains("missing required usage"));
+        assert!(
+            check_client_usages(&set(&["client auth", "server auth"]))
+                .unwrap_err()
+                .to_string()
+                .contains("invalid usage")
+        );
+        assert!(
+            check_client_usages(&set(&["digital signature"]))
+                .unwrap_err()
+                .to_string()
+                .contains("missing required usage")
+        );
     }
 
     #[test]

@@ -126,7 +126,13 @@ impl ApiServer {
     }
 
     /// Serves creates of `group`/`resource` (and `subresource`, "" for none) with `handler`.
-    pub fn register_computed(&self, group: &str, resource: &str, subresource: &str, handler: Arc<dyn ComputedResource>) {
+    pub fn register_computed(
+        &self,
+        group: &str,
+        resource: &str,
+        subresource: &str,
+        handler: Arc<dyn ComputedResource>,
+    ) {
         self.computed.write().insert((group.into(), resource.into(), subresource.into()), handler);
     }
 
@@ -182,7 +188,8 @@ impl ApiServer {
             };
         };
         let (parts, b) = req.into_parts();
-        let audit = crate::audit::RequestAudit::begin(auditor, audit_id.to_str().unwrap_or(""), &parts, caller.peer_ip());
+        let audit =
+            crate::audit::RequestAudit::begin(auditor, audit_id.to_str().unwrap_or(""), &parts, caller.peer_ip());
         let info = request::parse(&parts.method, parts.uri.path(), &query);
         let req = match crate::audit::buffer_body(&audit, Request::from_parts(parts, b)).await {
             Ok(req) => req,
@@ -231,13 +238,11 @@ impl ApiServer {
                 } else if info.is_resource {
                     let warnings = Warnings::default();
                     let annotations = audit.map(|a| &a.annotations);
-                    let mut response = match self
-                        .resource(&parts, body, &info, &query, &user, format, &warnings, annotations)
-                        .await
-                    {
-                        Ok(r) => r,
-                        Err(e) => body::error(&e, format),
-                    };
+                    let mut response =
+                        match self.resource(&parts, body, &info, &query, &user, format, &warnings, annotations).await {
+                            Ok(r) => r,
+                            Err(e) => body::error(&e, format),
+                        };
                     body::add_warnings(&mut response, warnings.take());
                     response
                 } else {

@@ -12,10 +12,10 @@ use common::TestServer;
 use futures::{StreamExt, TryStreamExt};
 use http_body_util::BodyExt;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
-use kube::api::{Api, DeleteParams, ListParams, PostParams, WatchParams};
+use krate_apiserver::audit::AuditOptions;
 use krate_apiserver::audit::log::LogOptions;
 use krate_apiserver::audit::webhook::WebhookOptions;
-use krate_apiserver::audit::AuditOptions;
+use kube::api::{Api, DeleteParams, ListParams, PostParams, WatchParams};
 use serde_json::{Value, json};
 
 const SESSION_POLICY: &str = r#"
@@ -73,7 +73,10 @@ fn stages(events: &[Value], id: &str) -> Vec<String> {
 }
 
 fn find<'a>(events: &'a [Value], verb: &str, resource: &str, stage: &str) -> Vec<&'a Value> {
-    events.iter().filter(|e| e["verb"] == verb && e["objectRef"]["resource"] == resource && e["stage"] == stage).collect()
+    events
+        .iter()
+        .filter(|e| e["verb"] == verb && e["objectRef"]["resource"] == resource && e["stage"] == stage)
+        .collect()
 }
 
 /// A client whose certificate says `user` in `groups` (not system:masters: refused by
@@ -110,7 +113,8 @@ async fn a_session_is_logged_stage_by_stage_at_the_policys_levels() {
     let _ = resp.into_body().collect().await.unwrap();
     cms.list(&ListParams::default()).await.unwrap();
     let watch = cms.watch(&WatchParams::default().timeout(1), "0").await.unwrap();
-    let seen: Vec<_> = tokio::time::timeout(Duration::from_secs(10), watch.try_collect::<Vec<_>>()).await.unwrap().unwrap();
+    let seen: Vec<_> =
+        tokio::time::timeout(Duration::from_secs(10), watch.try_collect::<Vec<_>>()).await.unwrap().unwrap();
     assert!(!seen.is_empty(), "the watch sees the configmap");
     let mut changed = created.clone();
     changed.data = Some([("k".to_string(), "w".to_string())].into());
@@ -118,7 +122,8 @@ async fn a_session_is_logged_stage_by_stage_at_the_policys_levels() {
     cms.delete("audited", &DeleteParams::default()).await.unwrap();
     // A secret is audited at Metadata only.
     let secrets: Api<Secret> = Api::namespaced(client.clone(), "default");
-    let s: Secret = serde_json::from_value(json!({"metadata": {"name": "pw"}, "stringData": {"p": "hunter2"}})).unwrap();
+    let s: Secret =
+        serde_json::from_value(json!({"metadata": {"name": "pw"}, "stringData": {"p": "hunter2"}})).unwrap();
     secrets.create(&PostParams::default(), &s).await.unwrap();
     // A forbidden request.
     let jane: Api<ConfigMap> = Api::namespaced(client_as(&srv, "jane", &["dev"]).await, "default");
@@ -147,7 +152,10 @@ async fn a_session_is_logged_stage_by_stage_at_the_policys_levels() {
     assert_eq!(c["level"], "RequestResponse");
     assert_eq!(c["user"]["username"], "system:admin");
     assert!(c["user"]["groups"].as_array().unwrap().contains(&json!("system:masters")));
-    assert_eq!(c["objectRef"], json!({"resource": "configmaps", "namespace": "default", "name": "audited", "apiVersion": "v1"}));
+    assert_eq!(
+        c["objectRef"],
+        json!({"resource": "configmaps", "namespace": "default", "name": "audited", "apiVersion": "v1"})
+    );
     assert_eq!(c["responseStatus"]["code"], 201);
     assert_eq!(c["requestObject"]["data"]["k"], "v");
     assert_eq!(c["responseObject"]["metadata"]["uid"], json!(created.metadata.uid));
@@ -172,7 +180,10 @@ async fn a_session_is_logged_stage_by_stage_at_the_policys_levels() {
 
     // The watch: ResponseStarted when the stream starts, ResponseComplete when it ends.
     let w = find(&events, "watch", "configmaps", "ResponseComplete")[0];
-    assert_eq!(stages(&events, w["auditID"].as_str().unwrap()), ["RequestReceived", "ResponseStarted", "ResponseComplete"]);
+    assert_eq!(
+        stages(&events, w["auditID"].as_str().unwrap()),
+        ["RequestReceived", "ResponseStarted", "ResponseComplete"]
+    );
     assert!(w.get("responseObject").is_none());
 
     // The update names the object's uid and resourceVersion.
@@ -183,7 +194,10 @@ async fn a_session_is_logged_stage_by_stage_at_the_policys_levels() {
 
     // The delete answers a Status.
     let d = find(&events, "delete", "configmaps", "ResponseComplete")[0];
-    assert_eq!((d["responseStatus"]["code"].as_i64(), d["responseObject"]["kind"].as_str()), (Some(200), Some("Status")));
+    assert_eq!(
+        (d["responseStatus"]["code"].as_i64(), d["responseObject"]["kind"].as_str()),
+        (Some(200), Some("Status"))
+    );
 
     // The secret: Metadata, so neither object.
     let s = find(&events, "create", "secrets", "ResponseComplete")[0];
@@ -257,11 +271,7 @@ async fn a_panicking_handler_answers_500_and_is_audited_at_the_panic_stage() {
     struct Panics;
     #[async_trait::async_trait]
     impl krate_api::computed::ComputedResource for Panics {
-        async fn create(
-            &self,
-            _: &krate_api::computed::ComputedRequest<'_>,
-            _: Value,
-        ) -> krate_api::ApiResult<Value> {
+        async fn create(&self, _: &krate_api::computed::ComputedRequest<'_>, _: Value) -> krate_api::ApiResult<Value> {
             panic!("deliberately broken handler")
         }
     }
@@ -315,7 +325,10 @@ async fn receiver() -> (String, tokio::sync::mpsc::UnboundedReceiver<Value>, Arc
                             let _ = tx.send(serde_json::from_slice::<Value>(&bytes).unwrap());
                         }
                         Ok::<_, std::convert::Infallible>(
-                            http::Response::builder().status(code).body(http_body_util::Full::new(bytes::Bytes::new())).unwrap(),
+                            http::Response::builder()
+                                .status(code)
+                                .body(http_body_util::Full::new(bytes::Bytes::new()))
+                                .unwrap(),
                         )
                     }
                 });

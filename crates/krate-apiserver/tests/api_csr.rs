@@ -46,9 +46,14 @@ fn api_err<T: std::fmt::Debug>(r: Result<T, kube::Error>) -> kube::core::Status 
 }
 
 /// Adds a condition through the approval subresource, as `kubectl certificate approve|deny`.
-async fn decide(api: &Api<CertificateSigningRequest>, name: &str, kind: &str) -> Result<CertificateSigningRequest, kube::Error> {
+async fn decide(
+    api: &Api<CertificateSigningRequest>,
+    name: &str,
+    kind: &str,
+) -> Result<CertificateSigningRequest, kube::Error> {
     let mut current = serde_json::to_value(api.get(name).await.unwrap()).unwrap();
-    let condition = json!({"type": kind, "status": "True", "reason": "TestDecision", "message": format!("{kind} by the test")});
+    let condition =
+        json!({"type": kind, "status": "True", "reason": "TestDecision", "message": format!("{kind} by the test")});
     match current["status"]["conditions"].as_array_mut() {
         Some(cs) => cs.push(condition),
         None => current["status"] = json!({"conditions": [condition]}),
@@ -111,7 +116,8 @@ async fn an_approved_client_csr_is_signed_by_the_cluster_ca_and_authenticates() 
     .unwrap();
 
     // It chains to the cluster CA, names the requested subject, and lives the asked time.
-    let ca_block = x509_parser::pem::Pem::iter_from_buffer(srv.running.pki.ca.cert_pem.as_bytes()).next().unwrap().unwrap();
+    let ca_block =
+        x509_parser::pem::Pem::iter_from_buffer(srv.running.pki.ca.cert_pem.as_bytes()).next().unwrap().unwrap();
     let ca = ca_block.parse_x509().unwrap();
     let block = x509_parser::pem::Pem::iter_from_buffer(cert_pem.as_bytes()).next().unwrap().unwrap();
     let (_, cert) = x509_parser::certificate::X509Certificate::from_der(&block.contents).unwrap();
@@ -132,9 +138,12 @@ async fn an_approved_client_csr_is_signed_by_the_cluster_ca_and_authenticates() 
 
     // A certificate for carol in group dev authenticates as carol (and is refused).
     let (carol_key, carol_pem) = csr_pem("carol", &["dev"], vec![]);
-    api.create(&PostParams::default(), &csr("carol", &carol_pem, "kubernetes.io/kube-apiserver-client", &["client auth"], None))
-        .await
-        .unwrap();
+    api.create(
+        &PostParams::default(),
+        &csr("carol", &carol_pem, "kubernetes.io/kube-apiserver-client", &["client auth"], None),
+    )
+    .await
+    .unwrap();
     decide(&api, "carol", "Approved").await.unwrap();
     let signed = wait_for(&api, "carol", |v| v["status"]["certificate"].is_string()).await;
     let carol_cert = String::from_utf8(
@@ -152,7 +161,8 @@ async fn an_approved_client_csr_is_signed_by_the_cluster_ca_and_authenticates() 
 
     // The certificate is set once, by the signer: a client may not replace it.
     let mut tampered = api.get("carol").await.unwrap();
-    tampered.status.as_mut().unwrap().certificate = Some(k8s_openapi::ByteString(srv.running.pki.ca.cert_pem.as_bytes().to_vec()));
+    tampered.status.as_mut().unwrap().certificate =
+        Some(k8s_openapi::ByteString(srv.running.pki.ca.cert_pem.as_bytes().to_vec()));
     let e = api_err(api.replace_status("carol", &PostParams::default(), &tampered).await);
     assert_eq!((e.code, e.reason.as_str()), (422, "Invalid"));
     assert!(e.message.contains("updates may not modify existing certificate content"), "{}", e.message);
@@ -181,17 +191,22 @@ async fn denied_failed_and_invalid_csrs() {
 
     // Approval goes through /approval only: /status may not add it.
     let (_, pem) = csr_pem("erin", &[], vec![]);
-    let mut erin = api.create(&PostParams::default(), &csr("erin", &pem, client, &["client auth"], None)).await.unwrap();
-    erin.status = Some(serde_json::from_value(json!({"conditions": [{"type": "Approved", "status": "True"}]})).unwrap());
+    let mut erin =
+        api.create(&PostParams::default(), &csr("erin", &pem, client, &["client auth"], None)).await.unwrap();
+    erin.status =
+        Some(serde_json::from_value(json!({"conditions": [{"type": "Approved", "status": "True"}]})).unwrap());
     let e = api_err(api.replace_status("erin", &PostParams::default(), &erin).await);
     assert!(e.message.contains("updates may not add a condition of type \"Approved\""), "{}", e.message);
 
     // The kubelet client signer's checks: a CN outside system:node: fails the CSR.
     let (_, pem) = csr_pem("not-a-node", &["system:nodes"], vec![]);
     let usages = ["digital signature", "client auth"];
-    api.create(&PostParams::default(), &csr("fake-node", &pem, "kubernetes.io/kube-apiserver-client-kubelet", &usages, None))
-        .await
-        .unwrap();
+    api.create(
+        &PostParams::default(),
+        &csr("fake-node", &pem, "kubernetes.io/kube-apiserver-client-kubelet", &usages, None),
+    )
+    .await
+    .unwrap();
     decide(&api, "fake-node", "Approved").await.unwrap();
     let v = wait_for(&api, "fake-node", |v| has_condition(v, "Failed")).await;
     let failed = v["status"]["conditions"].as_array().unwrap().iter().find(|c| c["type"] == "Failed").unwrap().clone();
@@ -200,7 +215,8 @@ async fn denied_failed_and_invalid_csrs() {
     assert!(v["status"].get("certificate").is_none());
 
     // A proper node CSR for the serving signer is signed, with its IP SAN.
-    let (_, pem) = csr_pem("system:node:n1", &["system:nodes"], vec![rcgen::SanType::IpAddress("10.0.0.7".parse().unwrap())]);
+    let (_, pem) =
+        csr_pem("system:node:n1", &["system:nodes"], vec![rcgen::SanType::IpAddress("10.0.0.7".parse().unwrap())]);
     let usages = ["digital signature", "key encipherment", "server auth"];
     api.create(&PostParams::default(), &csr("n1-serving", &pem, "kubernetes.io/kubelet-serving", &usages, Some(600)))
         .await
@@ -219,12 +235,26 @@ async fn denied_failed_and_invalid_csrs() {
     bad.spec.usages = None;
     let e = api_err(api.create(&PostParams::default(), &bad).await);
     assert_eq!((e.code, e.reason.as_str()), (422, "Invalid"));
-    for want in ["spec.request", "PEM block type must be CERTIFICATE REQUEST", "spec.usages: Required value", "spec.signerName: Required value", "spec.expirationSeconds"] {
+    for want in [
+        "spec.request",
+        "PEM block type must be CERTIFICATE REQUEST",
+        "spec.usages: Required value",
+        "spec.signerName: Required value",
+        "spec.expirationSeconds",
+    ] {
         assert!(e.message.contains(want), "{want} in {}", e.message);
     }
     let (_, pem) = csr_pem("x", &[], vec![]);
-    let e = api_err(api.create(&PostParams::default(), &csr("legacy", &pem, "kubernetes.io/legacy-unknown", &["client auth"], None)).await);
+    let e = api_err(
+        api.create(
+            &PostParams::default(),
+            &csr("legacy", &pem, "kubernetes.io/legacy-unknown", &["client auth"], None),
+        )
+        .await,
+    );
     assert!(e.message.contains("the legacy signerName is not allowed via this API version"), "{}", e.message);
-    let e = api_err(api.create(&PostParams::default(), &csr("usage", &pem, client, &["client auth", "flying"], None)).await);
+    let e = api_err(
+        api.create(&PostParams::default(), &csr("usage", &pem, client, &["client auth", "flying"], None)).await,
+    );
     assert!(e.message.contains("spec.usages[1]: Unsupported value: \"flying\""), "{}", e.message);
 }

@@ -87,7 +87,7 @@ pub struct ServerArgs {
     #[arg(long, default_value_t = 300)]
     pub compaction_interval_seconds: u64,
     #[command(flatten)]
-    pub audit: AuditArgs,
+    pub audit: Box<AuditArgs>,
 }
 
 /// Upstream's --audit-* flags.

@@ -40,7 +40,13 @@ fn openssl_csr(dir: &std::path::Path, name: &str, subject: &str) -> (std::path::
 }
 
 fn base64_encode(bytes: &[u8]) -> String {
-    let out = Command::new("base64").arg("-w0").arg("/dev/stdin").stdin(std::process::Stdio::piped()).stdout(std::process::Stdio::piped()).spawn().unwrap();
+    let out = Command::new("base64")
+        .arg("-w0")
+        .arg("/dev/stdin")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
     use std::io::Write;
     out.stdin.as_ref().unwrap().write_all(bytes).unwrap();
     String::from_utf8(out.wait_with_output().unwrap().stdout).unwrap()
@@ -61,13 +67,23 @@ fn kubectl_certificate_approve_and_deny() {
     let srv = Server::start_with(
         &dir.path().join("data"),
         free_port(),
-        &["--audit-policy-file", policy.to_str().unwrap(), "--audit-log-path", log.to_str().unwrap(), "--audit-log-maxsize", "10"],
+        &[
+            "--audit-policy-file",
+            policy.to_str().unwrap(),
+            "--audit-log-path",
+            log.to_str().unwrap(),
+            "--audit-log-maxsize",
+            "10",
+        ],
     );
 
     let (key, request) = openssl_csr(dir.path(), "eve", "/O=dev/CN=eve");
     let file = dir.path().join("eve.yaml");
     std::fs::write(&file, csr_yaml("eve", &request)).unwrap();
-    assert!(srv.kubectl_ok(&["create", "-f", file.to_str().unwrap()]).contains("certificatesigningrequest.certificates.k8s.io/eve created"));
+    assert!(
+        srv.kubectl_ok(&["create", "-f", file.to_str().unwrap()])
+            .contains("certificatesigningrequest.certificates.k8s.io/eve created")
+    );
     let pending = srv.kubectl_ok(&["get", "csr", "eve"]);
     assert!(pending.contains("Pending") && pending.contains("system:admin"), "{pending}");
 
@@ -85,7 +101,12 @@ fn kubectl_certificate_approve_and_deny() {
     let shown = srv.kubectl_ok(&["get", "csr", "eve"]);
     assert!(shown.contains("Approved,Issued"), "{shown}");
     let cert_file = dir.path().join("eve.crt");
-    let decoded = Command::new("base64").arg("-d").stdin(std::process::Stdio::piped()).stdout(std::process::Stdio::piped()).spawn().unwrap();
+    let decoded = Command::new("base64")
+        .arg("-d")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
     {
         use std::io::Write;
         decoded.stdin.as_ref().unwrap().write_all(cert.as_bytes()).unwrap();
@@ -103,7 +124,11 @@ fn kubectl_certificate_approve_and_deny() {
         .output()
         .unwrap();
     assert!(set.status.success(), "{}", String::from_utf8_lossy(&set.stderr));
-    let as_eve = Command::new(common::kubectl_binary()).args(["get", "namespaces"]).env("KUBECONFIG", &eve_config).output().unwrap();
+    let as_eve = Command::new(common::kubectl_binary())
+        .args(["get", "namespaces"])
+        .env("KUBECONFIG", &eve_config)
+        .output()
+        .unwrap();
     let err = String::from_utf8_lossy(&as_eve.stderr);
     assert!(!as_eve.status.success() && err.contains("User \"eve\" cannot list resource \"namespaces\""), "{err}");
 

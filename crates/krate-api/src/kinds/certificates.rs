@@ -112,7 +112,11 @@ fn validate_signer_name(name: &str) -> Vec<Cause> {
     };
     let mut causes = Vec::new();
     if path.is_empty() || path.contains('/') && path.split('/').any(str::is_empty) {
-        causes.push(Cause::invalid(field, format!("{name:?}"), "validating path: must not be empty or contain empty segments"));
+        causes.push(Cause::invalid(
+            field,
+            format!("{name:?}"),
+            "validating path: must not be empty or contain empty segments",
+        ));
     }
     if !domain.contains('.') || !crate::validation::is_dns1123_subdomain(domain) {
         causes.push(Cause::invalid(
@@ -223,16 +227,25 @@ pub fn validate_csr_update(subresource: &str, new: &Value, old: &Value) -> Vec<C
     };
     for t in TERMINAL {
         if of_type(new, t).len() < of_type(old, t).len() {
-            causes.push(Cause::forbidden("status.conditions", format!("updates may not remove a condition of type {t:?}")));
+            causes.push(Cause::forbidden(
+                "status.conditions",
+                format!("updates may not remove a condition of type {t:?}"),
+            ));
         }
     }
     if subresource != "approval" {
         for t in ["Approved", "Denied"] {
             let (o, n) = (of_type(old, t), of_type(new, t));
             if n.len() > o.len() {
-                causes.push(Cause::forbidden("status.conditions", format!("updates may not add a condition of type {t:?}")));
+                causes.push(Cause::forbidden(
+                    "status.conditions",
+                    format!("updates may not add a condition of type {t:?}"),
+                ));
             } else if n.len() == o.len() && n != o {
-                causes.push(Cause::forbidden("status.conditions", format!("updates may not modify a condition of type {t:?}")));
+                causes.push(Cause::forbidden(
+                    "status.conditions",
+                    format!("updates may not modify a condition of type {t:?}"),
+                ));
             }
         }
     }
@@ -295,7 +308,10 @@ mod tests {
         let mut approved = old.clone();
         approved["status"] = json!({"conditions": [{"type": "Approved", "status": "True"}]});
         assert!(validate_csr_update("approval", &approved, &old).is_empty());
-        assert!(fields(&validate_csr_update("status", &approved, &old))[0].contains("may not add a condition of type \"Approved\""));
+        assert!(
+            fields(&validate_csr_update("status", &approved, &old))[0]
+                .contains("may not add a condition of type \"Approved\"")
+        );
         // Both Approved and Denied: refused.
         let mut both = approved.clone();
         both["status"]["conditions"].as_array_mut().unwrap().push(json!({"type": "Denied", "status": "True"}));

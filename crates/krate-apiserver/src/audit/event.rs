@@ -175,7 +175,8 @@ mod tests {
         ev.level = Level::Metadata;
         ev.stage = Stage::ResponseComplete;
         ev.verb = "list".into();
-        ev.user = EventUser { username: "jane".into(), groups: vec!["system:authenticated".into()], ..Default::default() };
+        ev.user =
+            EventUser { username: "jane".into(), groups: vec!["system:authenticated".into()], ..Default::default() };
         ev.object_ref = Some(ObjectRef { resource: "pods".into(), api_version: "v1".into(), ..Default::default() });
         ev.response_status = Some(response_status(200, None));
         let v = serde_json::to_value(&ev).unwrap();
@@ -205,7 +206,8 @@ mod tests {
             response_status(403, Some(&s)),
             json!({"metadata": {}, "code": 403, "status": "Failure", "message": "no", "reason": "Forbidden"})
         );
-        let mut list = json!({"metadata": {"managedFields": []}, "items": [{"metadata": {"name": "a", "managedFields": []}}]});
+        let mut list =
+            json!({"metadata": {"managedFields": []}, "items": [{"metadata": {"name": "a", "managedFields": []}}]});
         omit_managed_fields(&mut list);
         assert_eq!(list, json!({"metadata": {}, "items": [{"metadata": {"name": "a"}}]}));
     }

@@ -65,7 +65,10 @@ fn write_loop(rx: Receiver<Bytes>, mut sink: Sink) {
         let written = match &mut sink {
             Sink::Stdout => {
                 let mut out = std::io::stdout().lock();
-                batch.iter().try_for_each(|l| out.write_all(l).and_then(|_| out.write_all(b"\n"))).and_then(|_| out.flush())
+                batch
+                    .iter()
+                    .try_for_each(|l| out.write_all(l).and_then(|_| out.write_all(b"\n")))
+                    .and_then(|_| out.flush())
             }
             Sink::File(f) => batch.iter().try_for_each(|l| f.write_line(l)).and_then(|_| f.flush()),
         };
@@ -195,6 +198,9 @@ mod tests {
     #[test]
     fn backup_names_follow_lumberjack() {
         let at: jiff::Timestamp = "2026-01-02T03:04:05.678Z".parse().unwrap();
-        assert_eq!(backup_name(Path::new("/var/log/audit.log"), at), Path::new("/var/log/audit-2026-01-02T03-04-05.678.log"));
+        assert_eq!(
+            backup_name(Path::new("/var/log/audit.log"), at),
+            Path::new("/var/log/audit-2026-01-02T03-04-05.678.log")
+        );
     }
 }

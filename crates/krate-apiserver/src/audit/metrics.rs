@@ -5,8 +5,11 @@ use std::sync::LazyLock;
 use prometheus::{IntCounter, IntCounterVec, register_int_counter, register_int_counter_vec};
 
 pub static EVENTS: LazyLock<IntCounter> = LazyLock::new(|| {
-    register_int_counter!("apiserver_audit_event_total", "Counter of audit events generated and sent to the audit backend.")
-        .expect("metric registers once")
+    register_int_counter!(
+        "apiserver_audit_event_total",
+        "Counter of audit events generated and sent to the audit backend."
+    )
+    .expect("metric registers once")
 });
 
 pub static ERRORS: LazyLock<IntCounterVec> = LazyLock::new(|| {

@@ -113,7 +113,12 @@ struct State {
 }
 
 impl RequestAudit {
-    pub fn begin(auditor: Arc<Auditor>, audit_id: &str, parts: &http::request::Parts, peer: Option<std::net::IpAddr>) -> Self {
+    pub fn begin(
+        auditor: Arc<Auditor>,
+        audit_id: &str,
+        parts: &http::request::Parts,
+        peer: Option<std::net::IpAddr>,
+    ) -> Self {
         let ua = parts.headers.get(http::header::USER_AGENT).and_then(|v| v.to_str().ok()).unwrap_or("");
         let uri = parts.uri.path_and_query().map_or_else(|| parts.uri.path().to_string(), |p| p.to_string());
         let event = Event::new(audit_id.to_string(), uri, ua.to_string(), event::source_ips(&parts.headers, peer));
@@ -144,7 +149,12 @@ impl RequestAudit {
         st.event.level = config.level;
         if info.is_resource {
             let meta = |f: &str| {
-                st.request_object.as_ref().and_then(|o| o.pointer(&format!("/metadata/{f}"))).and_then(Value::as_str).unwrap_or("").to_string()
+                st.request_object
+                    .as_ref()
+                    .and_then(|o| o.pointer(&format!("/metadata/{f}")))
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+                    .to_string()
             };
             st.event.object_ref = Some(ObjectRef {
                 resource: info.resource.clone(),
@@ -251,7 +261,9 @@ where
     if !bytes.is_empty() {
         // Patches are kept as sent (JSON); objects are decoded in any of our formats.
         let obj = match body::content_type(&parts.headers).as_str() {
-            ct if ct.contains("patch") => serde_json::from_slice(&bytes).ok().or_else(|| serde_yaml_ng::from_slice(&bytes).ok()),
+            ct if ct.contains("patch") => {
+                serde_json::from_slice(&bytes).ok().or_else(|| serde_yaml_ng::from_slice(&bytes).ok())
+            }
             _ => body::decode(&parts.headers, &bytes).ok(),
         };
         audit.state.lock().request_object = obj;

@@ -145,7 +145,10 @@ impl Policy {
             return Err(PolicyError::Invalid(format!("kind must be Policy, got {:?}", self.kind)));
         }
         if !matches!(self.api_version.as_str(), "audit.k8s.io/v1") {
-            return Err(PolicyError::Invalid(format!("apiVersion must be audit.k8s.io/v1, got {:?}", self.api_version)));
+            return Err(PolicyError::Invalid(format!(
+                "apiVersion must be audit.k8s.io/v1, got {:?}",
+                self.api_version
+            )));
         }
         for (i, rule) in self.rules.iter().enumerate() {
             let resourceful = !rule.resources.is_empty() || !rule.namespaces.is_empty();
@@ -251,7 +254,14 @@ mod tests {
         UserInfo { name: name.into(), groups: groups.iter().map(|g| g.to_string()).collect(), ..Default::default() }
     }
 
-    fn res<'a>(u: &'a UserInfo, verb: &'a str, ns: &'a str, group: &'a str, r: &'a str, sub: &'a str) -> Attributes<'a> {
+    fn res<'a>(
+        u: &'a UserInfo,
+        verb: &'a str,
+        ns: &'a str,
+        group: &'a str,
+        r: &'a str,
+        sub: &'a str,
+    ) -> Attributes<'a> {
         Attributes {
             user: u,
             verb,
@@ -328,7 +338,10 @@ rules:
         other.name = "n2";
         assert_eq!(p.evaluate(&other).level, Level::Metadata);
         assert_eq!(p.evaluate(&res(&jane, "update", "a", "apps", "deployments", "scale")).level, Level::Metadata);
-        assert_eq!(p.evaluate(&res(&jane, "update", "a", "", "replicationcontrollers", "scale")).level, Level::RequestResponse);
+        assert_eq!(
+            p.evaluate(&res(&jane, "update", "a", "", "replicationcontrollers", "scale")).level,
+            Level::RequestResponse
+        );
     }
 
     #[test]
@@ -365,6 +378,9 @@ rules:
         assert!(matches!(Policy::parse(both), Err(PolicyError::Invalid(_))));
         // JSON is accepted too.
         let json = r#"{"apiVersion":"audit.k8s.io/v1","kind":"Policy","rules":[{"level":"RequestResponse"}]}"#;
-        assert_eq!(Policy::parse(json).unwrap().evaluate(&res(&u, "get", "", "", "pods", "")).level, Level::RequestResponse);
+        assert_eq!(
+            Policy::parse(json).unwrap().evaluate(&res(&u, "get", "", "", "pods", "")).level,
+            Level::RequestResponse
+        );
     }
 }

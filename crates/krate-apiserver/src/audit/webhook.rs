@@ -180,7 +180,8 @@ fn load_target(path: &std::path::Path) -> Result<Target, WebhookError> {
     let doc: Yaml = serde_yaml_ng::from_str(&text).map_err(|e| err(e.to_string()))?;
     let cluster = doc.get("clusters").and_then(|c| c.get(0)).and_then(|c| c.get("cluster"));
     let user = doc.get("users").and_then(|u| u.get(0)).and_then(|u| u.get("user"));
-    let server = cluster.and_then(|c| c.get("server")).and_then(Yaml::as_str).ok_or_else(|| err("no cluster server".into()))?;
+    let server =
+        cluster.and_then(|c| c.get("server")).and_then(Yaml::as_str).ok_or_else(|| err("no cluster server".into()))?;
     let uri: http::Uri = server.parse().map_err(|e: http::uri::InvalidUri| err(e.to_string()))?;
     let https = match uri.scheme_str() {
         Some("https") => true,
@@ -216,7 +217,9 @@ fn load_target(path: &std::path::Path) -> Result<Target, WebhookError> {
             .with_root_certificates(roots);
         let config = match (material(user, "client-certificate")?, material(user, "client-key")?) {
             (Some(cert), Some(key)) => {
-                let chain = CertificateDer::pem_slice_iter(&cert).collect::<Result<Vec<_>, _>>().map_err(|e| err(e.to_string()))?;
+                let chain = CertificateDer::pem_slice_iter(&cert)
+                    .collect::<Result<Vec<_>, _>>()
+                    .map_err(|e| err(e.to_string()))?;
                 let key = PrivateKeyDer::from_pem_slice(&key).map_err(|e| err(e.to_string()))?;
                 builder.with_client_auth_cert(chain, key).map_err(|e| err(e.to_string()))?
             }
@@ -247,7 +250,10 @@ mod tests {
         let p = dir.path().join("hook.yaml");
         std::fs::write(&p, "apiVersion: v1\nkind: Config\nclusters:\n- name: hook\n  cluster:\n    server: http://127.0.0.1:9999/audit\nusers:\n- name: api\n  user:\n    token: abc\n").unwrap();
         let t = load_target(&p).unwrap();
-        assert_eq!((t.host.as_str(), t.port, t.token.as_deref(), t.tls.is_none()), ("127.0.0.1", 9999, Some("abc"), true));
+        assert_eq!(
+            (t.host.as_str(), t.port, t.token.as_deref(), t.tls.is_none()),
+            ("127.0.0.1", 9999, Some("abc"), true)
+        );
         std::fs::write(&p, "clusters:\n- cluster:\n    server: https://h:1\n").unwrap();
         assert!(matches!(load_target(&p), Err(WebhookError::Config { .. })));
     }
