@@ -559,6 +559,9 @@ impl Registry {
             for (field, value) in taken {
                 set_pointer(new, field, value);
             }
+            if let Some(sub) = subresource {
+                r.strategy.prepare_subresource_update(sub, new, old);
+            }
             return;
         }
         let old_meta = object::meta(old).cloned().unwrap_or_default();

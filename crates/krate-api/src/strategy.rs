@@ -64,6 +64,8 @@ pub trait Strategy: Send + Sync {
     fn subresource_fields(&self, subresource: &str) -> Option<&'static [&'static str]> {
         (subresource == "status").then_some(&["/status"][..])
     }
+    /// Defaulting of a subresource write, after its fields were applied to the stored object.
+    fn prepare_subresource_update(&self, _subresource: &str, _new: &mut Value, _old: &Value) {}
     /// Validation of a subresource write (after its fields were applied to the stored object).
     fn validate_subresource_update(&self, _subresource: &str, _new: &Value, _old: &Value) -> Vec<Cause> {
         Vec::new()
@@ -673,6 +675,9 @@ impl Strategy for Csrs {
             "approval" => Some(&["/status/conditions"]),
             _ => None,
         }
+    }
+    fn prepare_subresource_update(&self, _subresource: &str, new: &mut Value, old: &Value) {
+        kinds::certificates::condition_timestamps(new, old, &crate::object::now_rfc3339());
     }
     fn validate_subresource_update(&self, subresource: &str, new: &Value, old: &Value) -> Vec<Cause> {
         kinds::certificates::validate_csr_update(subresource, new, old)

@@ -263,6 +263,27 @@ pub fn validate_csr_update(subresource: &str, new: &Value, old: &Value) -> Vec<C
     causes
 }
 
+/// Conditions without timestamps get `now` as lastUpdateTime, and as lastTransitionTime
+/// unless the stored object had the same type and status already (its time is kept).
+pub fn condition_timestamps(new: &mut Value, old: &Value, now: &str) {
+    let previous = conditions(old);
+    let Some(cs) = new.pointer_mut("/status/conditions").and_then(Value::as_array_mut) else { return };
+    for c in cs.iter_mut().filter(|c| c.is_object()) {
+        let unset = |c: &Value, f: &str| c.get(f).and_then(Value::as_str).is_none_or(str::is_empty);
+        if unset(c, "lastUpdateTime") {
+            c["lastUpdateTime"] = json!(now);
+        }
+        if unset(c, "lastTransitionTime") {
+            let kept = previous
+                .iter()
+                .find(|o| ctype(o) == ctype(c) && o.get("status") == c.get("status"))
+                .and_then(|o| o.get("lastTransitionTime"))
+                .filter(|t| t.as_str().is_some_and(|s| !s.is_empty()));
+            c["lastTransitionTime"] = kept.cloned().unwrap_or_else(|| json!(now));
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -300,6 +321,21 @@ mod tests {
         let mut legacy = csr();
         legacy["spec"]["signerName"] = json!(LEGACY_UNKNOWN_SIGNER);
         assert!(fields(&validate_csr(&legacy))[0].contains("legacy signerName"));
+    }
+
+    #[test]
+    fn conditions_get_timestamps() {
+        let old = json!({"status": {"conditions": [{"type": "Approved", "status": "True", "lastTransitionTime": "2020-01-01T00:00:00Z"}]}});
+        let mut new = json!({"status": {"conditions": [
+            {"type": "Approved", "status": "True"},
+            {"type": "Failed", "status": "True", "lastUpdateTime": "2021-01-01T00:00:00Z"},
+        ]}});
+        condition_timestamps(&mut new, &old, "2026-01-01T00:00:00Z");
+        let cs = &new["status"]["conditions"];
+        assert_eq!(cs[0]["lastTransitionTime"], "2020-01-01T00:00:00Z");
+        assert_eq!(cs[0]["lastUpdateTime"], "2026-01-01T00:00:00Z");
+        assert_eq!(cs[1]["lastUpdateTime"], "2021-01-01T00:00:00Z");
+        assert_eq!(cs[1]["lastTransitionTime"], "2026-01-01T00:00:00Z");
     }
 
     #[test]
