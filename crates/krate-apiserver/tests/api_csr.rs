@@ -109,7 +109,10 @@ async fn an_approved_client_csr_is_signed_by_the_cluster_ca_and_authenticates() 
     let approved = decide(&api, "alice", "Approved").await.unwrap();
     let conds = approved.status.unwrap().conditions.unwrap();
     assert_eq!((conds[0].type_.as_str(), conds[0].reason.as_deref()), ("Approved", Some("TestDecision")));
-    assert!(conds[0].last_update_time.is_some() && conds[0].last_transition_time.is_some(), "the server stamps conditions");
+    assert!(
+        conds[0].last_update_time.is_some() && conds[0].last_transition_time.is_some(),
+        "the server stamps conditions"
+    );
     let signed = wait_for(&api, "alice", |v| v["status"]["certificate"].is_string()).await;
     let cert_pem = String::from_utf8(
         base64::engine::general_purpose::STANDARD.decode(signed["status"]["certificate"].as_str().unwrap()).unwrap(),

@@ -244,6 +244,32 @@ mod tests {
         assert_eq!(v["items"].as_array().unwrap().len(), 2);
     }
 
+    #[tokio::test]
+    async fn a_full_buffer_drops_and_counts() {
+        // Nothing listens on the port: the first batch is stuck in its retries.
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("hook.yaml");
+        std::fs::write(&p, format!("clusters:\n- cluster:\n    server: http://127.0.0.1:{port}/\n")).unwrap();
+        let opts = WebhookOptions {
+            buffer_size: 2,
+            batch_max_size: 1,
+            batch_max_wait: Duration::from_millis(1),
+            initial_backoff: Duration::from_secs(60),
+            ..WebhookOptions::new(p)
+        };
+        let errors = || metrics::ERRORS.with_label_values(&[PLUGIN]).get();
+        let before = errors();
+        let backend = WebhookBackend::start(opts).unwrap();
+        backend.process(Bytes::from_static(b"{}"));
+        // Let the sender take the first event and start failing.
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        for _ in 0..10 {
+            backend.process(Bytes::from_static(b"{}"));
+        }
+        assert_eq!(errors() - before, 8, "two fit in the buffer, the rest are dropped");
+    }
+
     #[test]
     fn kubeconfig_names_the_target() {
         let dir = tempfile::tempdir().unwrap();
