@@ -301,6 +301,47 @@ async fn a_panicking_handler_answers_500_and_is_audited_at_the_panic_stage() {
     cms.list(&ListParams::default()).await.unwrap();
 }
 
+#[tokio::test]
+async fn failed_authentication_is_audited_once_at_response_started() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (opts, log) =
+        audit_options(tmp.path(), "apiVersion: audit.k8s.io/v1\nkind: Policy\nrules:\n- level: Metadata\n");
+    let srv = TestServer::start_with(|o| {
+        o.audit = opts;
+        o.anonymous_auth = false;
+    })
+    .await;
+    let anonymous = srv.anonymous().await;
+    let get = |token: Option<&str>| {
+        let mut b = http::Request::get("/api/v1/namespaces/default/configmaps");
+        if let Some(t) = token {
+            b = b.header("authorization", format!("Bearer {t}"));
+        }
+        b.body(kube::client::Body::empty()).unwrap()
+    };
+    let mut ids = Vec::new();
+    for token in [None, Some("not-a-token")] {
+        let resp = anonymous.send(get(token)).await.unwrap();
+        assert_eq!(resp.status().as_u16(), 401);
+        ids.push(resp.headers()["audit-id"].to_str().unwrap().to_string());
+    }
+    let events = events_when(&log, |evs| ids.iter().all(|id| evs.iter().any(|e| e["auditID"] == *id))).await;
+    let messages: Vec<_> = ids
+        .iter()
+        .map(|id| {
+            assert_eq!(stages(&events, id), ["ResponseStarted"]);
+            let e = events.iter().find(|e| e["auditID"] == *id).unwrap();
+            assert_eq!((e["verb"].as_str(), e["responseStatus"]["code"].as_i64()), (Some("list"), Some(401)));
+            assert_eq!(e["user"], json!({}));
+            e["responseStatus"]["message"].as_str().unwrap().to_string()
+        })
+        .collect();
+    assert_eq!(
+        messages,
+        ["Authentication failed, no credentials provided", "Authentication failed, attempted: bearer"]
+    );
+}
+
 /// A tiny HTTP receiver: answers 500 to its first POST, then 200, and hands every body on.
 async fn receiver() -> (String, tokio::sync::mpsc::UnboundedReceiver<Value>, Arc<std::sync::atomic::AtomicUsize>) {
     use std::sync::atomic::{AtomicUsize, Ordering};

@@ -13,6 +13,7 @@ use super::policy::{Level, Stage};
 #[derive(Clone, Debug, Default, Serialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct EventUser {
+    #[serde(skip_serializing_if = "String::is_empty")]
     pub username: String,
     #[serde(skip_serializing_if = "String::is_empty")]
     pub uid: String,

@@ -110,6 +110,8 @@ struct State {
     config: Option<RequestConfig>,
     /// The decoded request body, for objectRef's uid/resourceVersion and requestObject.
     request_object: Option<Value>,
+    /// The kinds of credentials the request carried (for a failed authentication).
+    attempted: Vec<&'static str>,
 }
 
 impl RequestAudit {
@@ -125,24 +127,18 @@ impl RequestAudit {
         RequestAudit {
             auditor,
             annotations: AuditAnnotations::default(),
-            state: Mutex::new(State { event, config: None, request_object: None }),
+            state: Mutex::new(State {
+                event,
+                config: None,
+                request_object: None,
+                attempted: attempted(&parts.headers),
+            }),
         }
     }
 
     /// Authentication is done: the policy decides the level; RequestReceived is written.
     pub fn authenticated(&self, info: &RequestInfo, user: &UserInfo) {
-        let attrs = policy::Attributes {
-            user,
-            verb: &info.verb,
-            resource_request: info.is_resource,
-            path: &info.path,
-            namespace: info.namespace.as_deref().unwrap_or(""),
-            api_group: &info.group,
-            resource: &info.resource,
-            subresource: info.subresource.as_deref().unwrap_or(""),
-            name: info.name.as_deref().unwrap_or(""),
-        };
-        let config = self.auditor.policy.evaluate(&attrs);
+        let config = self.auditor.policy.evaluate(&policy_attributes(info, user));
         let mut st = self.state.lock();
         st.event.verb = info.verb.clone();
         st.event.user = EventUser::from(user);
@@ -230,15 +226,56 @@ impl RequestAudit {
         self.auditor.emit(&ev);
     }
 
-    /// A request that failed authentication is audited once, at ResponseStarted, with no
-    /// user (upstream's failed-authentication audit).
-    fn ensure_started(&self, info: Option<&RequestInfo>) {
-        if self.state.lock().config.is_some() {
-            return;
+    /// Whether the request got past authentication (the policy has been asked).
+    fn started(&self) -> bool {
+        self.state.lock().config.is_some()
+    }
+
+    /// A request refused by authentication is audited once, at ResponseStarted, with no
+    /// user and the credentials it tried (upstream's failed-authentication audit).
+    fn failed_authentication(&self, info: &RequestInfo, code: u16) {
+        let attempted = std::mem::take(&mut self.state.lock().attempted);
+        let nobody = UserInfo::default();
+        let config = self.auditor.policy.evaluate(&policy_attributes(info, &nobody));
+        {
+            let mut st = self.state.lock();
+            st.event.verb = info.verb.clone();
+            st.event.level = config.level;
+            st.config = Some(config);
         }
-        if let Some(info) = info {
-            self.authenticated(info, &UserInfo::default());
-        }
+        let message = if attempted.is_empty() {
+            "Authentication failed, no credentials provided".to_string()
+        } else {
+            format!("Authentication failed, attempted: {}", attempted.join(", "))
+        };
+        let status = serde_json::json!({"metadata": {}, "code": code, "message": message});
+        self.emit(Stage::ResponseStarted, Some((status, None)));
+    }
+}
+
+fn policy_attributes<'a>(info: &'a RequestInfo, user: &'a UserInfo) -> policy::Attributes<'a> {
+    policy::Attributes {
+        user,
+        verb: &info.verb,
+        resource_request: info.is_resource,
+        path: &info.path,
+        namespace: info.namespace.as_deref().unwrap_or(""),
+        api_group: &info.group,
+        resource: &info.resource,
+        subresource: info.subresource.as_deref().unwrap_or(""),
+        name: info.name.as_deref().unwrap_or(""),
+    }
+}
+
+/// The credentials a request carries besides its TLS certificate (verified by the
+/// handshake, so never the cause of a failed authentication).
+fn attempted(headers: &http::HeaderMap) -> Vec<&'static str> {
+    let auth = headers.get(http::header::AUTHORIZATION).and_then(|v| v.to_str().ok()).unwrap_or("");
+    let scheme = auth.split_whitespace().next().unwrap_or("").to_ascii_lowercase();
+    match scheme.as_str() {
+        "basic" => vec!["basic"],
+        "bearer" => vec!["bearer"],
+        _ => vec![],
     }
 }
 
@@ -283,8 +320,18 @@ pub fn panicked(audit: &RequestAudit, message: &str) -> Response<Body> {
 /// RequestResponse, the response object), or for a watch ResponseStarted now and
 /// ResponseComplete when the stream ends.
 pub async fn complete(audit: RequestAudit, info: Option<&RequestInfo>, response: Response<Body>) -> Response<Body> {
-    audit.ensure_started(info);
     let code = response.status().as_u16();
+    if !audit.started()
+        && let Some(info) = info
+    {
+        if code == 401 {
+            audit.failed_authentication(info, code);
+            return response;
+        }
+        // Refused before authentication for another reason (too many requests): audited
+        // with no user.
+        audit.authenticated(info, &UserInfo::default());
+    }
     let level = audit.level();
     if level == Level::None {
         return response;
