@@ -392,6 +392,37 @@ mod tests {
     }
 
     #[test]
+    fn lifetimes_are_at_least_ten_minutes_and_capped_by_the_ca() {
+        // A CA that expires in two hours.
+        let ca_key = KeyPair::generate().unwrap();
+        let mut ca = rcgen::CertificateParams::default();
+        ca.is_ca = IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        ca.distinguished_name.push(rcgen::DnType::CommonName, "short-ca");
+        let now = jiff::Timestamp::now().as_second();
+        ca.not_after = time::OffsetDateTime::from_unix_timestamp(now + 7200).unwrap();
+        let ca_cert = ca.self_signed(&ca_key).unwrap();
+        let signer = Signer::new(CertKey { cert_pem: ca_cert.pem(), key_pem: ca_key.serialize_pem() }).unwrap();
+        let key = KeyPair::generate().unwrap();
+        let mut p = rcgen::CertificateParams::default();
+        p.distinguished_name.push(rcgen::DnType::CommonName, "jane");
+        let pem = p.serialize_request(&key).unwrap().pem().unwrap();
+        let csr = |secs: u64| {
+            json!({"spec": {
+                "request": base64::engine::general_purpose::STANDARD.encode(&pem),
+                "signerName": KUBE_APISERVER_CLIENT, "usages": ["client auth"], "expirationSeconds": secs,
+            }})
+        };
+        let not_after = |secs| {
+            let pem = signer.sign(&csr(secs)).unwrap();
+            let block = x509_parser::pem::Pem::iter_from_buffer(pem.as_bytes()).next().unwrap().unwrap();
+            block.parse_x509().unwrap().validity().not_after.timestamp() - now
+        };
+        assert!((600..=602).contains(&not_after(60)), "at least ten minutes");
+        assert!((3600..=3602).contains(&not_after(3600)));
+        assert!((7199..=7200).contains(&not_after(86_400)), "never past the CA");
+    }
+
+    #[test]
     fn only_approved_unissued_builtin_csrs_are_signed() {
         let approved = json!({"type": "Approved", "status": "True"});
         let mk = |signer: &str, conds: Value| json!({"spec": {"signerName": signer}, "status": {"conditions": conds}});

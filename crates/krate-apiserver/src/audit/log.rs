@@ -196,6 +196,25 @@ mod tests {
     }
 
     #[test]
+    fn old_backups_are_removed_by_age() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("audit.log");
+        let opts = LogOptions { path: path.clone(), max_size_mb: 1, max_backups: 0, max_age_days: 1 };
+        let old = dir.path().join("audit-2020-01-01T00-00-00.000.log");
+        let recent = dir.path().join("audit-2026-01-01T00-00-00.000.log");
+        let unrelated = dir.path().join("other-2020-01-01T00-00-00.000.log");
+        for p in [&old, &recent, &unrelated] {
+            std::fs::write(p, "x").unwrap();
+        }
+        let three_days_ago = SystemTime::now() - Duration::from_secs(3 * 86_400);
+        for p in [&old, &unrelated] {
+            File::options().write(true).open(p).unwrap().set_modified(three_days_ago).unwrap();
+        }
+        prune(&opts).unwrap();
+        assert!(!old.exists() && recent.exists() && unrelated.exists());
+    }
+
+    #[test]
     fn backup_names_follow_lumberjack() {
         let at: jiff::Timestamp = "2026-01-02T03:04:05.678Z".parse().unwrap();
         assert_eq!(
