@@ -8,6 +8,7 @@
 //! - [`error`]: API errors as metav1.Status.
 
 pub mod admission;
+pub mod audit;
 pub mod cache;
 pub mod computed;
 mod continue_token;

@@ -77,6 +77,8 @@ pub struct Context<'a> {
     /// Who the write's fields are recorded under (managedFields); None leaves them as
     /// they are (the server's own writes).
     pub field_manager: Option<&'a FieldManager>,
+    /// Where admission plugins put audit annotations; None for the server's own writes.
+    pub audit_annotations: Option<&'a crate::audit::AuditAnnotations>,
 }
 
 impl<'a> Context<'a> {
@@ -90,6 +92,7 @@ impl<'a> Context<'a> {
             duplicate_fields: &[],
             warnings: None,
             field_manager: None,
+            audit_annotations: None,
         }
     }
 }
@@ -498,6 +501,7 @@ impl Registry {
                 let name = format!("{prefix}{}", object::generate_suffix());
                 object::meta_mut(&mut obj).insert("name".into(), json!(name));
             }
+            r.strategy.prepare_for_create_by(&mut obj, ctx.user);
             r.strategy.prepare_for_create(&mut obj);
             if let Some(manager) = update_manager(ctx) {
                 managedfields::record_update(r, None, &mut obj, manager, "")?;
@@ -554,6 +558,9 @@ impl Registry {
             *new = old.clone();
             for (field, value) in taken {
                 set_pointer(new, field, value);
+            }
+            if let Some(sub) = subresource {
+                r.strategy.prepare_subresource_update(sub, new, old);
             }
             return;
         }

@@ -36,6 +36,8 @@ pub trait Strategy: Send + Sync {
     }
     /// Defaulting on create, after generic metadata has been set.
     fn prepare_for_create(&self, _obj: &mut Value) {}
+    /// What a create records about its requester (CSRs: spec.username and groups).
+    fn prepare_for_create_by(&self, _obj: &mut Value, _user: &crate::user::UserInfo) {}
     /// Defaulting on update; `old` is what is stored.
     fn prepare_for_update(&self, _new: &mut Value, _old: &Value) {}
     fn validate(&self, _obj: &Value) -> Vec<Cause> {
@@ -62,6 +64,8 @@ pub trait Strategy: Send + Sync {
     fn subresource_fields(&self, subresource: &str) -> Option<&'static [&'static str]> {
         (subresource == "status").then_some(&["/status"][..])
     }
+    /// Defaulting of a subresource write, after its fields were applied to the stored object.
+    fn prepare_subresource_update(&self, _subresource: &str, _new: &mut Value, _old: &Value) {}
     /// Validation of a subresource write (after its fields were applied to the stored object).
     fn validate_subresource_update(&self, _subresource: &str, _new: &Value, _old: &Value) -> Vec<Cause> {
         Vec::new()
@@ -645,6 +649,38 @@ struct Csrs;
 impl Strategy for Csrs {
     fn selectable_fields(&self) -> &'static [(&'static str, &'static str)] {
         &[("spec.signerName", "spec.signerName")]
+    }
+    fn prepare_for_create_by(&self, obj: &mut Value, user: &crate::user::UserInfo) {
+        kinds::certificates::set_requester(obj, user);
+    }
+    /// The spec is fixed once created; status changes through its subresources only.
+    fn prepare_for_update(&self, new: &mut Value, old: &Value) {
+        match old.get("spec") {
+            Some(spec) => new["spec"] = spec.clone(),
+            None => {
+                new.as_object_mut().map(|m| m.remove("spec"));
+            }
+        }
+    }
+    fn validate(&self, obj: &Value) -> Vec<Cause> {
+        kinds::certificates::validate_csr(obj)
+    }
+    fn validate_update(&self, new: &Value, old: &Value) -> Vec<Cause> {
+        kinds::certificates::validate_csr_update("", new, old)
+    }
+    fn subresource_fields(&self, subresource: &str) -> Option<&'static [&'static str]> {
+        match subresource {
+            "status" => Some(&["/status"]),
+            // Approve or deny: the conditions, nothing else.
+            "approval" => Some(&["/status/conditions"]),
+            _ => None,
+        }
+    }
+    fn prepare_subresource_update(&self, _subresource: &str, new: &mut Value, old: &Value) {
+        kinds::certificates::condition_timestamps(new, old, &crate::object::now_rfc3339());
+    }
+    fn validate_subresource_update(&self, subresource: &str, new: &Value, old: &Value) -> Vec<Cause> {
+        kinds::certificates::validate_csr_update(subresource, new, old)
     }
 }
 

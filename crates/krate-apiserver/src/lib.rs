@@ -8,9 +8,11 @@
 //! - [`pki`]: the cluster CA, serving and client certificates, kubeconfigs.
 
 pub mod authz;
+pub mod audit;
 pub mod body;
 pub mod bootstrap;
 pub mod conditional;
+pub mod csr_signer;
 pub mod discovery;
 pub mod health;
 pub mod inflight;

@@ -106,7 +106,8 @@ impl Listener {
                     }
                 };
                 let certs = tls.get_ref().1.peer_certificates().unwrap_or_default();
-                let caller = Caller::Remote { client_certs: Arc::new(certs.iter().map(|c| c.to_vec()).collect()) };
+                let caller =
+                    Caller::Remote { client_certs: Arc::new(certs.iter().map(|c| c.to_vec()).collect()), peer };
                 let service = service_fn(move |req| {
                     let (server, caller) = (server.clone(), caller.clone());
                     async move { Ok::<_, std::convert::Infallible>(server.handle(req, caller).await) }

@@ -64,7 +64,18 @@ pub enum Caller {
     Remote {
         /// The certificate chain it presented in the TLS handshake (DER, leaf first).
         client_certs: Arc<Vec<Vec<u8>>>,
+        /// The TCP peer (audit's sourceIPs).
+        peer: std::net::SocketAddr,
     },
+}
+
+impl Caller {
+    fn peer_ip(&self) -> Option<std::net::IpAddr> {
+        match self {
+            Caller::Trusted(_) => None,
+            Caller::Remote { peer, .. } => Some(peer.ip()),
+        }
+    }
 }
 
 pub struct ApiServer {
@@ -78,6 +89,7 @@ pub struct ApiServer {
     ready: AtomicBool,
     inflight: crate::inflight::InflightLimits,
     openapi: Arc<crate::openapi::OpenApi>,
+    audit: std::sync::OnceLock<Arc<crate::audit::Auditor>>,
 }
 
 fn vary_accept(mut response: Response<Body>) -> Response<Body> {
@@ -107,7 +119,13 @@ impl ApiServer {
             ready: AtomicBool::new(false),
             inflight,
             openapi: Default::default(),
+            audit: Default::default(),
         }
+    }
+
+    /// Audits every request from now on (set once, at start-up).
+    pub fn set_auditor(&self, auditor: Arc<crate::audit::Auditor>) {
+        let _ = self.audit.set(auditor);
     }
 
     /// Serves creates of `group`/`resource` (and `subresource`, "" for none) with `handler`.
@@ -144,12 +162,60 @@ impl ApiServer {
             });
         let query = request::parse_query(req.uri().query());
         let pretty = body::wants_pretty(query.get("pretty").map(String::as_str), req.headers());
-        let mut response = body::with_pretty(pretty, self.serve(req, query, caller)).await;
+        let mut response = body::with_pretty(pretty, self.serve_audited(req, query, caller, &audit_id)).await;
         response.headers_mut().insert("audit-id", audit_id);
         response
     }
 
-    async fn serve<B>(&self, req: Request<B>, query: HashMap<String, String>, caller: Caller) -> Response<Body>
+    /// `serve` with the audit around it, and a handler's panic turned into a 500.
+    async fn serve_audited<B>(
+        &self,
+        req: Request<B>,
+        query: HashMap<String, String>,
+        caller: Caller,
+        audit_id: &http::HeaderValue,
+    ) -> Response<Body>
+    where
+        B: http_body::Body<Data = Bytes> + Send + 'static,
+        B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    {
+        use futures::FutureExt;
+        use std::panic::AssertUnwindSafe;
+        let Some(auditor) = self.audit.get().cloned() else {
+            return match AssertUnwindSafe(self.serve(req, query, caller, None)).catch_unwind().await {
+                Ok(r) => r,
+                Err(p) => {
+                    tracing::error!(panic = crate::audit::panic_message(&*p), "a request handler panicked");
+                    body::error(&ApiError::internal("This request caused apiserver to panic."), Format::Json)
+                }
+            };
+        };
+        let (parts, b) = req.into_parts();
+        let audit =
+            crate::audit::RequestAudit::begin(auditor, audit_id.to_str().unwrap_or(""), &parts, caller.peer_ip());
+        let info = request::parse(&parts.method, parts.uri.path(), &query);
+        let req = match crate::audit::buffer_body(&audit, Request::from_parts(parts, b)).await {
+            Ok(req) => req,
+            Err(resp) => return crate::audit::complete(audit, Some(&info), resp).await,
+        };
+        let response = match AssertUnwindSafe(self.serve(req, query, caller, Some(&audit))).catch_unwind().await {
+            Ok(r) => r,
+            Err(p) => {
+                let msg = crate::audit::panic_message(&*p);
+                tracing::error!(panic = msg, "a request handler panicked");
+                return crate::audit::panicked(&audit, &msg);
+            }
+        };
+        crate::audit::complete(audit, Some(&info), response).await
+    }
+
+    async fn serve<B>(
+        &self,
+        req: Request<B>,
+        query: HashMap<String, String>,
+        caller: Caller,
+        audit: Option<&crate::audit::RequestAudit>,
+    ) -> Response<Body>
     where
         B: http_body::Body<Data = Bytes> + Send + 'static,
         B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
@@ -162,7 +228,7 @@ impl ApiServer {
         let permit =
             if info.is_resource { self.inflight.admit(&info.verb) } else { Ok(crate::inflight::Permit::unlimited()) };
         let admitted = match permit {
-            Ok(p) => self.authenticate_and_authorize(caller, &parts.headers, &info).await.map(|u| (u, p)),
+            Ok(p) => self.authenticate_and_authorize(caller, &parts.headers, &info, audit).await.map(|u| (u, p)),
             Err(e) => Err(e),
         };
         let response = match admitted {
@@ -174,11 +240,12 @@ impl ApiServer {
                     body::error(&e, Format::Json)
                 } else if info.is_resource {
                     let warnings = Warnings::default();
-                    let mut response = match self.resource(&parts, body, &info, &query, &user, format, &warnings).await
-                    {
-                        Ok(r) => r,
-                        Err(e) => body::error(&e, format),
-                    };
+                    let annotations = audit.map(|a| &a.annotations);
+                    let mut response =
+                        match self.resource(&parts, body, &info, &query, &user, format, &warnings, annotations).await {
+                            Ok(r) => r,
+                            Err(e) => body::error(&e, format),
+                        };
                     body::add_warnings(&mut response, warnings.take());
                     response
                 } else {
@@ -214,10 +281,11 @@ impl ApiServer {
         caller: Caller,
         headers: &http::HeaderMap,
         info: &RequestInfo,
+        audit: Option<&crate::audit::RequestAudit>,
     ) -> Result<UserInfo, ApiError> {
         let user = match caller {
             Caller::Trusted(user) => user,
-            Caller::Remote { client_certs } => {
+            Caller::Remote { client_certs, .. } => {
                 let creds = Credentials { client_certs: &client_certs, headers };
                 match self.authenticator.authenticate(&creds).await {
                     Ok(Some(authenticated)) => authenticated.user,
@@ -230,6 +298,9 @@ impl ApiServer {
                 }
             }
         };
+        if let Some(a) = audit {
+            a.authenticated(info, &user);
+        }
         let subresource = info.subresource.as_deref().unwrap_or("");
         let attrs = authz::Attributes {
             user: &user,
@@ -243,7 +314,14 @@ impl ApiServer {
             subresource,
             name: info.name.as_deref().unwrap_or(""),
         };
-        match self.authorizer.authorize(&attrs).await {
+        let decision = self.authorizer.authorize(&attrs).await;
+        if let Some(a) = audit {
+            match &decision {
+                Decision::Allow => a.authorized(true, ""),
+                Decision::Deny(reason) | Decision::NoOpinion(reason) => a.authorized(false, reason),
+            }
+        }
+        match decision {
             Decision::Allow => Ok(user),
             Decision::Deny(reason) | Decision::NoOpinion(reason) => {
                 Err(ApiError::forbidden(authz::forbidden_message(&attrs, &reason)))
@@ -350,6 +428,7 @@ impl ApiServer {
         user: &UserInfo,
         format: Format,
         warnings: &Warnings,
+        audit_annotations: Option<&krate_api::audit::AuditAnnotations>,
     ) -> Result<Response<Body>, ApiError>
     where
         B: http_body::Body<Data = Bytes> + Send + 'static,
@@ -404,6 +483,7 @@ impl ApiServer {
             duplicate_fields: &[],
             warnings: Some(warnings),
             field_manager: update_manager.as_ref(),
+            audit_annotations,
         };
         let force = match query.get("force").map(String::as_str) {
             None => None,

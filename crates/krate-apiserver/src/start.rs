@@ -30,6 +30,8 @@ pub enum StartError {
     Io(String),
     #[error(transparent)]
     Authorization(#[from] krate_auth::authz::modes::ModeError),
+    #[error(transparent)]
+    Audit(#[from] crate::audit::AuditError),
 }
 
 pub struct Options {
@@ -49,6 +51,8 @@ pub struct Options {
     pub max_mutating_requests_inflight: usize,
     /// --authorization-mode: a comma list of AlwaysAllow, AlwaysDeny, Node, RBAC.
     pub authorization_mode: String,
+    /// The --audit-* flags (no policy: nothing is audited).
+    pub audit: crate::audit::AuditOptions,
 }
 
 /// A serving API server.
@@ -124,6 +128,12 @@ pub async fn start(opts: Options) -> Result<Running, StartError> {
     };
     let server = Arc::new(ApiServer::new(registry.clone(), admission.clone(), auth, config));
     authz::register_reviews(&server, &authorization);
+    if let Some(auditor) = crate::audit::Auditor::start(&opts.audit)? {
+        server.set_auditor(auditor);
+    }
+    // Built-in CSR signers (upstream's csrsigning controller); ends with the runtime.
+    crate::csr_signer::spawn(registry.clone(), admission.clone(), pki.ca.clone())
+        .map_err(|e| StartError::Bootstrap(e.to_string()))?;
     let listener = Listener::from_std(std_listener, &pki, server.clone())?;
     let task = tokio::spawn(listener.run());
 

@@ -93,6 +93,46 @@ pub struct ServerArgs {
     /// How often old revisions are compacted away, in seconds.
     #[arg(long, default_value_t = 300)]
     pub compaction_interval_seconds: u64,
+    #[command(flatten)]
+    pub audit: Box<AuditArgs>,
+}
+
+/// Upstream's --audit-* flags.
+#[derive(Args, Debug, Default)]
+pub struct AuditArgs {
+    /// An audit.k8s.io/v1 Policy (YAML or JSON); without it nothing is audited.
+    #[arg(long)]
+    pub audit_policy_file: Option<PathBuf>,
+    /// Where audit events are written, one JSON object a line ("-": standard output).
+    #[arg(long)]
+    pub audit_log_path: Option<PathBuf>,
+    /// Rotate the audit log past this many megabytes (0: never).
+    #[arg(long, default_value_t = 0)]
+    pub audit_log_maxsize: u64,
+    /// Rotated audit logs kept (0: all).
+    #[arg(long, default_value_t = 0)]
+    pub audit_log_maxbackup: usize,
+    /// Days rotated audit logs are kept (0: forever).
+    #[arg(long, default_value_t = 0)]
+    pub audit_log_maxage: u64,
+    /// Format of audit log lines (json).
+    #[arg(long, default_value = "json")]
+    pub audit_log_format: String,
+    /// A kubeconfig naming the audit webhook.
+    #[arg(long)]
+    pub audit_webhook_config_file: Option<PathBuf>,
+    /// Events buffered for the webhook before new ones are dropped.
+    #[arg(long, default_value_t = 10000)]
+    pub audit_webhook_batch_buffer_size: usize,
+    /// Most events in one webhook request.
+    #[arg(long, default_value_t = 400)]
+    pub audit_webhook_batch_max_size: usize,
+    /// Longest an event waits for its batch (a Go duration: 30s, 500ms).
+    #[arg(long, default_value = "30s")]
+    pub audit_webhook_batch_max_wait: String,
+    /// First wait before retrying a failed webhook request (a Go duration).
+    #[arg(long, default_value = "10s")]
+    pub audit_webhook_initial_backoff: String,
 }
 
 #[derive(Args, Debug)]

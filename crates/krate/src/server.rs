@@ -33,6 +33,7 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
         max_requests_inflight: args.max_requests_inflight,
         max_mutating_requests_inflight: args.max_mutating_requests_inflight,
         authorization_mode: args.authorization_mode.clone(),
+        audit: audit_options(&args.audit)?,
     })
     .await?;
     tracing::info!(
@@ -57,4 +58,32 @@ async fn shutdown_signal() {
         _ = tokio::signal::ctrl_c() => {}
         _ = term.recv() => {}
     }
+}
+
+/// The --audit-* flags as the API server takes them.
+fn audit_options(a: &crate::cli::AuditArgs) -> anyhow::Result<krate_apiserver::audit::AuditOptions> {
+    use krate_apiserver::audit::{AuditOptions, log::LogOptions, parse_duration, webhook::WebhookOptions};
+    let webhook = match &a.audit_webhook_config_file {
+        Some(path) => Some(WebhookOptions {
+            buffer_size: a.audit_webhook_batch_buffer_size,
+            batch_max_size: a.audit_webhook_batch_max_size,
+            batch_max_wait: parse_duration(&a.audit_webhook_batch_max_wait)
+                .map_err(|e| anyhow::anyhow!("--audit-webhook-batch-max-wait: {e}"))?,
+            initial_backoff: parse_duration(&a.audit_webhook_initial_backoff)
+                .map_err(|e| anyhow::anyhow!("--audit-webhook-initial-backoff: {e}"))?,
+            ..WebhookOptions::new(path.clone())
+        }),
+        None => None,
+    };
+    Ok(AuditOptions {
+        policy_file: a.audit_policy_file.clone(),
+        log: a.audit_log_path.as_ref().map(|path| LogOptions {
+            path: path.clone(),
+            max_size_mb: a.audit_log_maxsize,
+            max_backups: a.audit_log_maxbackup,
+            max_age_days: a.audit_log_maxage,
+        }),
+        log_format: a.audit_log_format.clone(),
+        webhook,
+    })
 }

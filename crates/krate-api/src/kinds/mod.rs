@@ -13,6 +13,7 @@
 
 pub mod apps;
 pub mod batch;
+pub mod certificates;
 pub mod config;
 pub mod misc;
 pub mod networking;

@@ -16,10 +16,15 @@ pub struct TestServer {
 
 impl TestServer {
     pub async fn start() -> TestServer {
+        Self::start_with(|_| {}).await
+    }
+
+    /// A server whose options `tweak` adjusts first (audit flags…).
+    pub async fn start_with(tweak: impl FnOnce(&mut Options)) -> TestServer {
         let dir = tempfile::tempdir().expect("temp dir");
         let db = dir.path().join("state.db");
         let store = SqliteStore::open(SqliteConfig::new(db)).await.expect("open store");
-        let running = start(Options {
+        let mut options = Options {
             data_dir: dir.path().to_path_buf(),
             bind: SocketAddr::from(([127, 0, 0, 1], 0)),
             anonymous_auth: true,
@@ -31,9 +36,10 @@ impl TestServer {
             max_requests_inflight: 400,
             max_mutating_requests_inflight: 200,
             authorization_mode: "Node,RBAC".into(),
-        })
-        .await
-        .expect("server starts");
+            audit: Default::default(),
+        };
+        tweak(&mut options);
+        let running = start(options).await.expect("server starts");
         TestServer { running, dir }
     }
 
