@@ -11,6 +11,7 @@ pub mod body;
 pub mod bootstrap;
 pub mod conditional;
 pub mod discovery;
+pub mod encryption;
 pub mod health;
 pub mod inflight;
 pub mod inprocess;

@@ -75,6 +75,8 @@ pub struct ApiServer {
     ready: AtomicBool,
     inflight: crate::inflight::InflightLimits,
     openapi: Arc<crate::openapi::OpenApi>,
+    /// Checks added at start-up (KMS providers), asked on /healthz, /livez and /readyz.
+    extra_checks: parking_lot::RwLock<Vec<Arc<dyn health::ExtraChecks>>>,
 }
 
 fn vary_accept(mut response: Response<Body>) -> Response<Body> {
@@ -104,17 +106,29 @@ impl ApiServer {
             ready: AtomicBool::new(false),
             inflight,
             openapi: Default::default(),
+            extra_checks: Default::default(),
         }
     }
 
     /// Serves creates of `group`/`resource` (and `subresource`, "" for none) with `handler`.
-    pub fn register_computed(&self, group: &str, resource: &str, subresource: &str, handler: Arc<dyn ComputedResource>) {
+    pub fn register_computed(
+        &self,
+        group: &str,
+        resource: &str,
+        subresource: &str,
+        handler: Arc<dyn ComputedResource>,
+    ) {
         self.computed.write().insert((group.into(), resource.into(), subresource.into()), handler);
     }
 
     fn computed_handler(&self, r: &ResourceInfo, sub: Option<&str>) -> Option<Arc<dyn ComputedResource>> {
         let key = (r.group.clone(), r.plural.clone(), sub.unwrap_or("").to_string());
         self.computed.read().get(&key).cloned()
+    }
+
+    /// Adds health checks to every health endpoint.
+    pub fn add_health_checks(&self, checks: Arc<dyn health::ExtraChecks>) {
+        self.extra_checks.write().push(checks);
     }
 
     /// Marks start-up work (system namespaces…) as done: /readyz passes from now on.
@@ -251,6 +265,10 @@ impl ApiServer {
         let mut checks =
             vec![health::Check { name: "ping", result: Ok(()) }, health::Check { name: "log", result: Ok(()) }];
         checks.push(health::Check { name: "etcd", result: store });
+        let extra = self.extra_checks.read().clone();
+        for e in extra {
+            checks.extend(e.checks().await);
+        }
         if endpoint == "readyz" {
             let ready = if self.ready.load(Ordering::SeqCst) { Ok(()) } else { Err("starting".into()) };
             checks.push(health::Check { name: "poststarthook/start-system-namespaces", result: ready });

@@ -43,6 +43,8 @@ pub struct Options {
     /// In-flight request limits (0: unlimited).
     pub max_requests_inflight: usize,
     pub max_mutating_requests_inflight: usize,
+    /// Encryption at rest (--encryption-provider-config), if configured.
+    pub encryption: Option<Arc<krate_encryption::Encryption>>,
 }
 
 /// A serving API server.
@@ -92,7 +94,9 @@ pub async fn start(opts: Options) -> Result<Running, StartError> {
         .await
         .map_err(|e| StartError::Io(e.to_string()))??;
 
-    let registry = Arc::new(Registry::new(opts.store.clone(), Arc::new(ResourceTable::builtin())));
+    let table = Arc::new(ResourceTable::builtin());
+    let store = crate::encryption::wrap_store(opts.store.clone(), opts.encryption.as_ref(), &table);
+    let registry = Arc::new(Registry::new(store, table));
     registry.set_object_ttl(opts.event_ttl);
     let alloc = Arc::new(ServiceAllocator::new(&opts.service_cidr, &opts.node_port_range).map_err(StartError::Io)?);
     let services = registry.table.lookup("", "v1", "services").expect("services are built in");
@@ -115,6 +119,9 @@ pub async fn start(opts: Options) -> Result<Running, StartError> {
         authorizer: Arc::new(krate_auth::authz::Interim),
     };
     let server = Arc::new(ApiServer::new(registry.clone(), admission, auth, config));
+    if let Some(encryption) = &opts.encryption {
+        server.add_health_checks(Arc::new(crate::encryption::KmsHealth(encryption.clone())));
+    }
     let listener = Listener::from_std(std_listener, &pki, server.clone())?;
     let task = tokio::spawn(listener.run());
 

@@ -1,6 +1,7 @@
 //! `krate`: Kubernetes in one binary.
 
 mod cli;
+mod encryption;
 mod server;
 mod storage;
 

@@ -20,6 +20,7 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
         CompactorConfig { interval: Duration::from_secs(args.compaction_interval_seconds) },
     );
 
+    let encryption = crate::encryption::load(&args).await?;
     let hostname = tokio::fs::read_to_string("/proc/sys/kernel/hostname").await.unwrap_or_default().trim().to_string();
     let running = start::start(Options {
         data_dir: args.data_dir.clone(),
@@ -32,6 +33,7 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
         node_port_range: args.service_node_port_range.clone(),
         max_requests_inflight: args.max_requests_inflight,
         max_mutating_requests_inflight: args.max_mutating_requests_inflight,
+        encryption,
     })
     .await?;
     tracing::info!(

@@ -23,9 +23,6 @@ use crate::transformer::Transformer;
 const KEY_ID_MAX: usize = 1024;
 const DEK_SOURCE_MAX: usize = 1024;
 const ANNOTATIONS_MAX: usize = 32 * 1024;
-/// How long a health answer is reused (upstream's healthz TTLs).
-const HEALTH_OK_TTL: Duration = Duration::from_secs(20);
-const HEALTH_ERR_TTL: Duration = Duration::from_secs(3);
 
 #[derive(Clone, Debug)]
 pub struct KmsOptions {
@@ -36,6 +33,9 @@ pub struct KmsOptions {
     /// Writes stop this long after the last healthy Status with the seed's key ID
     /// (upstream: 3m), so a plugin that has rotated away is not used with a stale key.
     pub write_ttl: Duration,
+    /// How long a healthy (unhealthy) health-check answer is reused (upstream: 20s, 3s).
+    pub health_ok_ttl: Duration,
+    pub health_err_ttl: Duration,
 }
 
 impl Default for KmsOptions {
@@ -44,6 +44,8 @@ impl Default for KmsOptions {
             poll_healthy: Duration::from_secs(60),
             poll_unhealthy: Duration::from_secs(10),
             write_ttl: Duration::from_secs(180),
+            health_ok_ttl: Duration::from_secs(20),
+            health_err_ttl: Duration::from_secs(3),
         }
     }
 }
@@ -231,7 +233,7 @@ impl KmsV2 {
     /// The health check: a cached Status answer, as upstream's kms-provider probes.
     pub async fn check(&self) -> Result<(), String> {
         if let Some((at, result)) = self.health.lock().clone() {
-            let ttl = if result.is_ok() { HEALTH_OK_TTL } else { HEALTH_ERR_TTL };
+            let ttl = if result.is_ok() { self.opts.health_ok_ttl } else { self.opts.health_err_ttl };
             if at.elapsed() < ttl {
                 return result;
             }
