@@ -87,13 +87,13 @@ impl Cbc {
 
 #[async_trait]
 impl Transformer for Cbc {
-    async fn from_storage(&self, data: Bytes, _aad: &[u8]) -> Result<(Bytes, bool), TransformError> {
+    async fn transform_from_storage(&self, data: Bytes, _aad: &[u8]) -> Result<(Bytes, bool), TransformError> {
         if data.len() < BLOCK {
             return Err(TransformError::cipher(&self.name, "the stored data was shorter than the required size"));
         }
         let iv: [u8; BLOCK] = data[..BLOCK].try_into().expect("length checked");
         let mut body = data[BLOCK..].to_vec();
-        if body.is_empty() || body.len() % BLOCK != 0 {
+        if body.is_empty() || !body.len().is_multiple_of(BLOCK) {
             return Err(TransformError::cipher(&self.name, "the stored data is not a multiple of the block size"));
         }
         let len = self.decrypt(&iv, &mut body)?;
@@ -101,7 +101,7 @@ impl Transformer for Cbc {
         Ok((body.into(), false))
     }
 
-    async fn to_storage(&self, data: Bytes, _aad: &[u8]) -> Result<Bytes, TransformError> {
+    async fn transform_to_storage(&self, data: Bytes, _aad: &[u8]) -> Result<Bytes, TransformError> {
         let mut iv = [0u8; BLOCK];
         rand::rng().fill_bytes(&mut iv);
         let mut out = iv.to_vec();
@@ -168,10 +168,10 @@ impl Gcm {
 
 #[async_trait]
 impl Transformer for Gcm {
-    async fn from_storage(&self, data: Bytes, aad: &[u8]) -> Result<(Bytes, bool), TransformError> {
+    async fn transform_from_storage(&self, data: Bytes, aad: &[u8]) -> Result<(Bytes, bool), TransformError> {
         Ok((self.open(&data, aad)?.into(), false))
     }
-    async fn to_storage(&self, data: Bytes, aad: &[u8]) -> Result<Bytes, TransformError> {
+    async fn transform_to_storage(&self, data: Bytes, aad: &[u8]) -> Result<Bytes, TransformError> {
         Ok(self.seal(&data, aad)?.into())
     }
 }
@@ -185,10 +185,10 @@ mod tests {
         for len in [16, 24, 32] {
             let t = Cbc::new("k", &vec![7u8; len]).unwrap();
             for plain in [&b""[..], b"0123456789abcdef", b"{\"kind\":\"Secret\"}"] {
-                let stored = t.to_storage(Bytes::copy_from_slice(plain), b"/k").await.unwrap();
+                let stored = t.transform_to_storage(Bytes::copy_from_slice(plain), b"/k").await.unwrap();
                 // IV + padded blocks: a full block of padding on aligned input.
                 assert_eq!(stored.len(), BLOCK + (plain.len() / BLOCK + 1) * BLOCK);
-                assert_eq!(&t.from_storage(stored, b"/other").await.unwrap().0[..], plain);
+                assert_eq!(&t.transform_from_storage(stored, b"/other").await.unwrap().0[..], plain);
             }
         }
     }
@@ -197,9 +197,9 @@ mod tests {
     async fn cbc_wrong_key_fails() {
         let a = Cbc::new("a", &[1u8; 32]).unwrap();
         let b = Cbc::new("b", &[2u8; 32]).unwrap();
-        let stored = a.to_storage(Bytes::from_static(b"some secret data"), b"").await.unwrap();
+        let stored = a.transform_to_storage(Bytes::from_static(b"some secret data"), b"").await.unwrap();
         // A wrong key decrypts to garbage, which almost never ends in valid padding.
-        let res = b.from_storage(stored, b"").await;
+        let res = b.transform_from_storage(stored, b"").await;
         assert!(res.is_err() || &res.unwrap().0[..] != b"some secret data");
     }
 
@@ -207,10 +207,16 @@ mod tests {
     async fn gcm_round_trips_and_authenticates_the_key_path() {
         for len in [16, 24, 32] {
             let t = Gcm::new("aesgcm key k", &vec![9u8; len]).unwrap();
-            let stored = t.to_storage(Bytes::from_static(b"plain"), b"/registry/secrets/a/b").await.unwrap();
+            let stored = t.transform_to_storage(Bytes::from_static(b"plain"), b"/registry/secrets/a/b").await.unwrap();
             assert_eq!(stored.len(), GCM_NONCE + 5 + 16);
-            assert_eq!(&t.from_storage(stored.clone(), b"/registry/secrets/a/b").await.unwrap().0[..], b"plain");
-            assert!(t.from_storage(stored, b"/registry/secrets/a/c").await.is_err(), "moved value must not decrypt");
+            assert_eq!(
+                &t.transform_from_storage(stored.clone(), b"/registry/secrets/a/b").await.unwrap().0[..],
+                b"plain"
+            );
+            assert!(
+                t.transform_from_storage(stored, b"/registry/secrets/a/c").await.is_err(),
+                "moved value must not decrypt"
+            );
         }
         let other = Gcm::new("other", &[1u8; 32]).unwrap();
         let stored = Gcm::new("k", &[2u8; 32]).unwrap().seal(b"x", b"").unwrap();

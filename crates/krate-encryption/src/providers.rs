@@ -140,14 +140,16 @@ mod tests {
                 b64(len, 2)
             ));
             let chain = p.for_resource(&GroupResource::new("", "secrets")).unwrap();
-            let stored =
-                chain.to_storage(Bytes::from_static(b"{\"data\":\"x\"}"), b"/registry/secrets/a/b").await.unwrap();
+            let stored = chain
+                .transform_to_storage(Bytes::from_static(b"{\"data\":\"x\"}"), b"/registry/secrets/a/b")
+                .await
+                .unwrap();
             let prefix = format!("k8s:enc:{kind}:v1:key1:");
             assert!(stored.starts_with(prefix.as_bytes()), "{kind}: {:?}", &stored[..prefix.len()]);
-            let (plain, stale) = chain.from_storage(stored, b"/registry/secrets/a/b").await.unwrap();
+            let (plain, stale) = chain.transform_from_storage(stored, b"/registry/secrets/a/b").await.unwrap();
             assert_eq!((&plain[..], stale), (&b"{\"data\":\"x\"}"[..], false));
             // Plain data is still readable through identity, and stale.
-            let (plain, stale) = chain.from_storage(Bytes::from_static(b"{}"), b"/k").await.unwrap();
+            let (plain, stale) = chain.transform_from_storage(Bytes::from_static(b"{}"), b"/k").await.unwrap();
             assert_eq!((&plain[..], stale), (&b"{}"[..], true));
         }
     }
@@ -164,17 +166,23 @@ mod tests {
             b64(32, 1)
         ));
         let gr = GroupResource::new("", "secrets");
-        let stored = old.for_resource(&gr).unwrap().to_storage(Bytes::from_static(b"v"), b"").await.unwrap();
-        let (plain, stale) = rotated.for_resource(&gr).unwrap().from_storage(stored.clone(), b"").await.unwrap();
+        let stored = old.for_resource(&gr).unwrap().transform_to_storage(Bytes::from_static(b"v"), b"").await.unwrap();
+        let (plain, stale) =
+            rotated.for_resource(&gr).unwrap().transform_from_storage(stored.clone(), b"").await.unwrap();
         assert_eq!((&plain[..], stale), (&b"v"[..], true));
         let only_new = providers(&format!(
             "apiVersion: apiserver.config.k8s.io/v1\nkind: EncryptionConfiguration\nresources:\n- resources: [secrets]\n  providers:\n  - aescbc: {{keys: [{{name: new, secret: \"{}\"}}]}}\n",
             b64(32, 2)
         ));
-        let err = only_new.for_resource(&gr).unwrap().from_storage(stored, b"").await.unwrap_err();
+        let err = only_new.for_resource(&gr).unwrap().transform_from_storage(stored, b"").await.unwrap_err();
         assert_eq!(err.to_string(), "no matching key was found for the provided AES transformer");
         // Plain data with no identity listed: refused.
-        let err = only_new.for_resource(&gr).unwrap().from_storage(Bytes::from_static(b"{}"), b"").await.unwrap_err();
+        let err = only_new
+            .for_resource(&gr)
+            .unwrap()
+            .transform_from_storage(Bytes::from_static(b"{}"), b"")
+            .await
+            .unwrap_err();
         assert_eq!(err.to_string(), "no matching prefix found");
     }
 

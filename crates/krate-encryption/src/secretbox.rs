@@ -28,7 +28,7 @@ impl Secretbox {
 
 #[async_trait]
 impl Transformer for Secretbox {
-    async fn from_storage(&self, data: Bytes, _aad: &[u8]) -> Result<(Bytes, bool), TransformError> {
+    async fn transform_from_storage(&self, data: Bytes, _aad: &[u8]) -> Result<(Bytes, bool), TransformError> {
         if data.len() < NONCE + TAG {
             return Err(TransformError::cipher(&self.name, "the stored data was shorter than the required size"));
         }
@@ -41,7 +41,7 @@ impl Transformer for Secretbox {
         Ok((body.into(), false))
     }
 
-    async fn to_storage(&self, data: Bytes, _aad: &[u8]) -> Result<Bytes, TransformError> {
+    async fn transform_to_storage(&self, data: Bytes, _aad: &[u8]) -> Result<Bytes, TransformError> {
         let mut nonce = [0u8; NONCE];
         rand::rng().fill_bytes(&mut nonce);
         let mut body = data.to_vec();
@@ -64,11 +64,11 @@ mod tests {
     #[tokio::test]
     async fn round_trip_layout_and_wrong_key() {
         let t = Secretbox::new("k", &[3u8; 32]).unwrap();
-        let stored = t.to_storage(Bytes::from_static(b"hello"), b"").await.unwrap();
+        let stored = t.transform_to_storage(Bytes::from_static(b"hello"), b"").await.unwrap();
         assert_eq!(stored.len(), NONCE + TAG + 5);
-        assert_eq!(&t.from_storage(stored.clone(), b"").await.unwrap().0[..], b"hello");
+        assert_eq!(&t.transform_from_storage(stored.clone(), b"").await.unwrap().0[..], b"hello");
         let other = Secretbox::new("o", &[4u8; 32]).unwrap();
-        assert!(other.from_storage(stored, b"").await.is_err());
+        assert!(other.transform_from_storage(stored, b"").await.is_err());
         assert!(Secretbox::new("k", &[0u8; 16]).is_err());
     }
 }

@@ -47,7 +47,7 @@ impl EncryptedStore {
 
     async fn encrypt(&self, key: &str, value: Bytes) -> Result<Bytes, StoreError> {
         match self.chain(key) {
-            Some(chain) => chain.to_storage(value, key.as_bytes()).await.map_err(|e| transform_err(key, e)),
+            Some(chain) => chain.transform_to_storage(value, key.as_bytes()).await.map_err(|e| transform_err(key, e)),
             None => Ok(value),
         }
     }
@@ -59,7 +59,7 @@ impl EncryptedStore {
         value: Bytes,
     ) -> Result<(Bytes, bool), StoreError> {
         match chain {
-            Some(chain) => chain.from_storage(value, key.as_bytes()).await.map_err(|e| transform_err(key, e)),
+            Some(chain) => chain.transform_from_storage(value, key.as_bytes()).await.map_err(|e| transform_err(key, e)),
             // Not (or no longer) configured: plain data only, as upstream's identity.
             None if value.starts_with(ENCRYPTED_PREFIX) => {
                 Err(transform_err(key, TransformError::EncryptedDataForIdentity))
@@ -217,7 +217,7 @@ impl Store for EncryptedStore {
         let (kv, _) = self.inner.get(key, 0).await?;
         match kv {
             Some(kv) if kv.mod_revision == mod_revision => {
-                Ok(chain.from_storage(kv.value, key.as_bytes()).await.map_err(|e| transform_err(key, e))?.1)
+                Ok(chain.transform_from_storage(kv.value, key.as_bytes()).await.map_err(|e| transform_err(key, e))?.1)
             }
             // Changed since: the caller's compare-and-swap will fail anyway.
             _ => Ok(false),

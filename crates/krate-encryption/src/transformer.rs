@@ -15,8 +15,8 @@ use crate::metrics;
 pub trait Transformer: Send + Sync {
     /// Plain data, and whether the stored form is stale (not what a write would produce
     /// now), so an unchanged update should still be written.
-    async fn from_storage(&self, data: Bytes, aad: &[u8]) -> Result<(Bytes, bool), TransformError>;
-    async fn to_storage(&self, data: Bytes, aad: &[u8]) -> Result<Bytes, TransformError>;
+    async fn transform_from_storage(&self, data: Bytes, aad: &[u8]) -> Result<(Bytes, bool), TransformError>;
+    async fn transform_to_storage(&self, data: Bytes, aad: &[u8]) -> Result<Bytes, TransformError>;
 }
 
 /// The prefix every encrypting provider's output starts with.
@@ -27,13 +27,13 @@ pub struct Identity;
 
 #[async_trait]
 impl Transformer for Identity {
-    async fn from_storage(&self, data: Bytes, _aad: &[u8]) -> Result<(Bytes, bool), TransformError> {
+    async fn transform_from_storage(&self, data: Bytes, _aad: &[u8]) -> Result<(Bytes, bool), TransformError> {
         if data.starts_with(ENCRYPTED_PREFIX) {
             return Err(TransformError::EncryptedDataForIdentity);
         }
         Ok((data, false))
     }
-    async fn to_storage(&self, data: Bytes, _aad: &[u8]) -> Result<Bytes, TransformError> {
+    async fn transform_to_storage(&self, data: Bytes, _aad: &[u8]) -> Result<Bytes, TransformError> {
         Ok(data)
     }
 }
@@ -73,13 +73,13 @@ impl PrefixChain {
 
 #[async_trait]
 impl Transformer for PrefixChain {
-    async fn from_storage(&self, data: Bytes, aad: &[u8]) -> Result<(Bytes, bool), TransformError> {
+    async fn transform_from_storage(&self, data: Bytes, aad: &[u8]) -> Result<(Bytes, bool), TransformError> {
         for (i, entry) in self.entries.iter().enumerate() {
             if !data.starts_with(&entry.prefix) {
                 continue;
             }
             let start = Instant::now();
-            let result = entry.transformer.from_storage(data.slice(entry.prefix.len()..), aad).await;
+            let result = entry.transformer.transform_from_storage(data.slice(entry.prefix.len()..), aad).await;
             if entry.prefix.is_empty() && result.is_err() {
                 // identity saw encrypted data: let a later provider read it.
                 continue;
@@ -95,10 +95,10 @@ impl Transformer for PrefixChain {
         Err(TransformError::NoMatchingPrefix(self.no_match.to_string()))
     }
 
-    async fn to_storage(&self, data: Bytes, aad: &[u8]) -> Result<Bytes, TransformError> {
+    async fn transform_to_storage(&self, data: Bytes, aad: &[u8]) -> Result<Bytes, TransformError> {
         let entry = self.entries.first().ok_or_else(|| TransformError::NoMatchingPrefix(self.no_match.into()))?;
         let start = Instant::now();
-        let result = entry.transformer.to_storage(data, aad).await;
+        let result = entry.transformer.transform_to_storage(data, aad).await;
         if self.record_metrics {
             metrics::record_transformation("to_storage", &Self::label(&entry.prefix), start, result.is_ok());
         }
@@ -121,10 +121,10 @@ mod tests {
     struct Reverse;
     #[async_trait]
     impl Transformer for Reverse {
-        async fn from_storage(&self, data: Bytes, _: &[u8]) -> Result<(Bytes, bool), TransformError> {
+        async fn transform_from_storage(&self, data: Bytes, _: &[u8]) -> Result<(Bytes, bool), TransformError> {
             Ok((data.iter().rev().copied().collect::<Vec<_>>().into(), false))
         }
-        async fn to_storage(&self, data: Bytes, _: &[u8]) -> Result<Bytes, TransformError> {
+        async fn transform_to_storage(&self, data: Bytes, _: &[u8]) -> Result<Bytes, TransformError> {
             Ok(data.iter().rev().copied().collect::<Vec<_>>().into())
         }
     }
@@ -139,12 +139,12 @@ mod tests {
             vec![entry("k8s:enc:a:", Arc::new(Reverse)), entry("", Arc::new(Identity))],
             "no matching prefix found",
         );
-        let stored = chain.to_storage(Bytes::from_static(b"abc"), b"/k").await.unwrap();
+        let stored = chain.transform_to_storage(Bytes::from_static(b"abc"), b"/k").await.unwrap();
         assert_eq!(&stored[..], b"k8s:enc:a:cba");
-        assert_eq!(chain.from_storage(stored, b"/k").await.unwrap(), (Bytes::from_static(b"abc"), false));
+        assert_eq!(chain.transform_from_storage(stored, b"/k").await.unwrap(), (Bytes::from_static(b"abc"), false));
         // Plain data is read by identity, listed second: stale.
         assert_eq!(
-            chain.from_storage(Bytes::from_static(b"{}"), b"/k").await.unwrap(),
+            chain.transform_from_storage(Bytes::from_static(b"{}"), b"/k").await.unwrap(),
             (Bytes::from_static(b"{}"), true)
         );
     }
@@ -155,17 +155,17 @@ mod tests {
             vec![entry("", Arc::new(Identity)), entry("k8s:enc:a:", Arc::new(Reverse))],
             "no matching prefix found",
         );
-        let (plain, stale) = chain.from_storage(Bytes::from_static(b"k8s:enc:a:cba"), b"/k").await.unwrap();
+        let (plain, stale) = chain.transform_from_storage(Bytes::from_static(b"k8s:enc:a:cba"), b"/k").await.unwrap();
         assert_eq!((&plain[..], stale), (&b"abc"[..], true));
-        assert_eq!(&chain.to_storage(Bytes::from_static(b"x"), b"/k").await.unwrap()[..], b"x");
+        assert_eq!(&chain.transform_to_storage(Bytes::from_static(b"x"), b"/k").await.unwrap()[..], b"x");
     }
 
     #[tokio::test]
     async fn unknown_prefix_without_identity_fails() {
         let chain = PrefixChain::new(vec![entry("k8s:enc:a:", Arc::new(Reverse))], "no matching prefix found");
-        let err = chain.from_storage(Bytes::from_static(b"{}"), b"/k").await.unwrap_err();
+        let err = chain.transform_from_storage(Bytes::from_static(b"{}"), b"/k").await.unwrap_err();
         assert_eq!(err.to_string(), "no matching prefix found");
-        let err = Identity.from_storage(Bytes::from_static(b"k8s:enc:b:x"), b"/k").await.unwrap_err();
+        let err = Identity.transform_from_storage(Bytes::from_static(b"k8s:enc:b:x"), b"/k").await.unwrap_err();
         assert_eq!(err.to_string(), "identity transformer tried to read encrypted data");
     }
 }

@@ -98,9 +98,12 @@ pub(crate) fn cache_key(obj: &EncryptedObject) -> [u8; 32] {
     h.finalize().into()
 }
 
+/// A DEK and when it was last used.
+type Entry = (Arc<Dek>, Instant);
+
 pub(crate) struct DekCache {
     provider: String,
-    entries: Mutex<HashMap<[u8; 32], (Arc<Dek>, Instant)>>,
+    entries: Mutex<HashMap<[u8; 32], Entry>>,
 }
 
 impl DekCache {

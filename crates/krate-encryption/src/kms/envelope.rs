@@ -298,7 +298,7 @@ fn uuid_like() -> String {
 
 #[async_trait]
 impl Transformer for KmsV2 {
-    async fn from_storage(&self, data: Bytes, aad: &[u8]) -> Result<(Bytes, bool), TransformError> {
+    async fn transform_from_storage(&self, data: Bytes, aad: &[u8]) -> Result<(Bytes, bool), TransformError> {
         let obj = EncryptedObject::decode(data).map_err(|e| TransformError::kms(&self.name, e))?;
         validate(&obj).map_err(|e| TransformError::kms(&self.name, e))?;
         let dek = self.dek_for(&obj).await?;
@@ -310,7 +310,7 @@ impl Transformer for KmsV2 {
         Ok((plain.into(), stale))
     }
 
-    async fn to_storage(&self, data: Bytes, aad: &[u8]) -> Result<Bytes, TransformError> {
+    async fn transform_to_storage(&self, data: Bytes, aad: &[u8]) -> Result<Bytes, TransformError> {
         let state = self.write_state().await?;
         let obj = EncryptedObject { encrypted_data: state.dek.seal(&data, aad)?, ..state.template.clone() };
         Ok(obj.encode_to_vec().into())
