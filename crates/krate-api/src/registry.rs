@@ -880,7 +880,9 @@ impl Registry {
             };
 
             object::set_resource_version(&mut new, kv.mod_revision);
-            if new == old {
+            // An unchanged object is still written when its stored form is stale (as
+            // upstream's GuaranteedUpdate): that is how re-encryption happens.
+            if new == old && !self.store.is_stale(&key, kv.mod_revision).await.map_err(|e| Self::store_err(e, &t))? {
                 undo_all(self, undos).await;
                 return Ok((old, false));
             }

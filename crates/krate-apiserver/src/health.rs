@@ -14,6 +14,11 @@ pub struct Check {
     pub result: Result<(), String>,
 }
 
+/// Checks a component adds at start-up (see `ApiServer::add_health_checks`).
+pub trait ExtraChecks: Send + Sync {
+    fn checks(&self) -> futures::future::BoxFuture<'_, Vec<Check>>;
+}
+
 /// Answers `/<endpoint>[/<check>]`.
 pub fn respond(endpoint: &str, sub: Option<&str>, checks: &[Check], query: &HashMap<String, String>) -> Response<Body> {
     if let Some(name) = sub {

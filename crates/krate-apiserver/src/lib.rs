@@ -14,6 +14,7 @@ pub mod bootstrap;
 pub mod conditional;
 pub mod csr_signer;
 pub mod discovery;
+pub mod encryption;
 pub mod health;
 pub mod inflight;
 pub mod inprocess;

@@ -90,6 +90,8 @@ pub struct ApiServer {
     inflight: crate::inflight::InflightLimits,
     openapi: Arc<crate::openapi::OpenApi>,
     audit: std::sync::OnceLock<Arc<crate::audit::Auditor>>,
+    /// Checks added at start-up (KMS providers), asked on /healthz, /livez and /readyz.
+    extra_checks: parking_lot::RwLock<Vec<Arc<dyn health::ExtraChecks>>>,
 }
 
 fn vary_accept(mut response: Response<Body>) -> Response<Body> {
@@ -120,6 +122,7 @@ impl ApiServer {
             inflight,
             openapi: Default::default(),
             audit: Default::default(),
+            extra_checks: Default::default(),
         }
     }
 
@@ -142,6 +145,11 @@ impl ApiServer {
     fn computed_handler(&self, r: &ResourceInfo, sub: Option<&str>) -> Option<Arc<dyn ComputedResource>> {
         let key = (r.group.clone(), r.plural.clone(), sub.unwrap_or("").to_string());
         self.computed.read().get(&key).cloned()
+    }
+
+    /// Adds health checks to every health endpoint.
+    pub fn add_health_checks(&self, checks: Arc<dyn health::ExtraChecks>) {
+        self.extra_checks.write().push(checks);
     }
 
     /// Marks start-up work (system namespaces…) as done: /readyz passes from now on.
@@ -338,6 +346,10 @@ impl ApiServer {
         let mut checks =
             vec![health::Check { name: "ping", result: Ok(()) }, health::Check { name: "log", result: Ok(()) }];
         checks.push(health::Check { name: "etcd", result: store });
+        let extra = self.extra_checks.read().clone();
+        for e in extra {
+            checks.extend(e.checks().await);
+        }
         if endpoint == "readyz" {
             let ready = if self.ready.load(Ordering::SeqCst) { Ok(()) } else { Err("starting".into()) };
             checks.push(health::Check { name: "poststarthook/start-system-namespaces", result: ready });

@@ -53,6 +53,8 @@ pub struct Options {
     pub authorization_mode: String,
     /// The --audit-* flags (no policy: nothing is audited).
     pub audit: crate::audit::AuditOptions,
+    /// Encryption at rest (--encryption-provider-config), if configured.
+    pub encryption: Option<Arc<krate_encryption::Encryption>>,
 }
 
 /// A serving API server.
@@ -102,7 +104,9 @@ pub async fn start(opts: Options) -> Result<Running, StartError> {
         .await
         .map_err(|e| StartError::Io(e.to_string()))??;
 
-    let registry = Arc::new(Registry::new(opts.store.clone(), Arc::new(ResourceTable::builtin())));
+    let table = Arc::new(ResourceTable::builtin());
+    let store = crate::encryption::wrap_store(opts.store.clone(), opts.encryption.as_ref(), &table);
+    let registry = Arc::new(Registry::new(store, table));
     registry.set_object_ttl(opts.event_ttl);
     let alloc = Arc::new(ServiceAllocator::new(&opts.service_cidr, &opts.node_port_range).map_err(StartError::Io)?);
     let services = registry.table.lookup("", "v1", "services").expect("services are built in");
@@ -134,6 +138,9 @@ pub async fn start(opts: Options) -> Result<Running, StartError> {
     // Built-in CSR signers (upstream's csrsigning controller); ends with the runtime.
     crate::csr_signer::spawn(registry.clone(), admission.clone(), pki.ca.clone())
         .map_err(|e| StartError::Bootstrap(e.to_string()))?;
+    if let Some(encryption) = &opts.encryption {
+        server.add_health_checks(Arc::new(crate::encryption::KmsHealth(encryption.clone())));
+    }
     let listener = Listener::from_std(std_listener, &pki, server.clone())?;
     let task = tokio::spawn(listener.run());
 

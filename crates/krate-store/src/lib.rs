@@ -93,6 +93,14 @@ pub trait Store: Send + Sync + 'static {
 
     /// Revokes a lease now, deleting its keys.
     async fn revoke_lease(&self, lease: LeaseId) -> Result<()>;
+
+    /// Whether the value of `key` stored at `mod_revision` should be written again even
+    /// when the object is unchanged: a layer that transforms values (encryption at rest)
+    /// says so when the stored form is stale, e.g. encrypted with a key that no longer
+    /// writes. Plain backends never are.
+    async fn is_stale(&self, _key: &str, _mod_revision: Revision) -> Result<bool> {
+        Ok(false)
+    }
 }
 
 pub type DynStore = Arc<dyn Store>;

@@ -93,6 +93,13 @@ pub struct ServerArgs {
     /// How often old revisions are compacted away, in seconds.
     #[arg(long, default_value_t = 300)]
     pub compaction_interval_seconds: u64,
+    /// An apiserver.config.k8s.io/v1 EncryptionConfiguration: how resources are
+    /// encrypted at rest.
+    #[arg(long)]
+    pub encryption_provider_config: Option<PathBuf>,
+    /// Re-read --encryption-provider-config when it changes, without a restart.
+    #[arg(long)]
+    pub encryption_provider_config_automatic_reload: bool,
     #[command(flatten)]
     pub audit: Box<AuditArgs>,
 }

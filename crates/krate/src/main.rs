@@ -2,6 +2,7 @@
 
 mod cli;
 mod controllers;
+mod encryption;
 mod server;
 mod storage;
 

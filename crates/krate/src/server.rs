@@ -20,6 +20,7 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
         CompactorConfig { interval: Duration::from_secs(args.compaction_interval_seconds) },
     );
 
+    let encryption = crate::encryption::load(&args).await?;
     let hostname = tokio::fs::read_to_string("/proc/sys/kernel/hostname").await.unwrap_or_default().trim().to_string();
     let running = start::start(Options {
         data_dir: args.data_dir.clone(),
@@ -34,6 +35,7 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
         max_mutating_requests_inflight: args.max_mutating_requests_inflight,
         authorization_mode: args.authorization_mode.clone(),
         audit: audit_options(&args.audit)?,
+        encryption,
     })
     .await?;
     tracing::info!(

@@ -37,6 +37,7 @@ impl TestServer {
             max_mutating_requests_inflight: 200,
             authorization_mode: "Node,RBAC".into(),
             audit: Default::default(),
+            encryption: None,
         };
         tweak(&mut options);
         let running = start(options).await.expect("server starts");
