@@ -8,7 +8,9 @@
 //! - [`pki`]: the cluster CA, serving and client certificates, kubeconfigs.
 
 pub mod body;
+pub mod authn;
 pub mod bootstrap;
+pub mod client_auth;
 pub mod conditional;
 pub mod discovery;
 pub mod health;

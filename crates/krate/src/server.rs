@@ -32,6 +32,12 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
         node_port_range: args.service_node_port_range.clone(),
         max_requests_inflight: args.max_requests_inflight,
         max_mutating_requests_inflight: args.max_mutating_requests_inflight,
+        authn: start::AuthnOptions {
+            token_auth_file: args.token_auth_file.clone(),
+            service_account_issuer: Some(args.service_account_issuer.clone()),
+            api_audiences: args.api_audiences.clone(),
+            service_account_jwks_uri: args.service_account_jwks_uri.clone(),
+        },
     })
     .await?;
     tracing::info!(
@@ -40,6 +46,8 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
         startup_ms = started.elapsed().as_millis() as u64,
         "krate server is ready"
     );
+    // Nodes join with this token (`krate agent --token`).
+    tracing::info!(path = %args.data_dir.join("token").display(), token = running.join_token, "join token");
     if !args.disable_agent {
         tracing::warn!("the node agent is not available yet in this version of krate: running the control plane only");
     }

@@ -30,6 +30,7 @@ impl TestServer {
             node_port_range: "30000-32767".into(),
             max_requests_inflight: 400,
             max_mutating_requests_inflight: 200,
+            authn: Default::default(),
         })
         .await
         .expect("server starts");

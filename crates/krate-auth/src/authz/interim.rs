@@ -1,6 +1,9 @@
 //! The rules that hold until RBAC serves: system:masters may do anything, everyone may
 //! read health and version (upstream's system:public-info-viewer), authenticated users
-//! may read discovery and OpenAPI (system:discovery). Everything else: no opinion.
+//! may read discovery and OpenAPI (system:discovery), everyone may read the
+//! service-account issuer's OIDC discovery documents (system:service-account-issuer-
+//! discovery, which upstream binds to service accounts and clusters often open to
+//! all). Everything else: no opinion.
 
 use async_trait::async_trait;
 
@@ -25,7 +28,10 @@ impl Authorizer for Interim {
             return Decision::Allow;
         }
         if !a.resource_request && a.verb == "get" {
-            if is_public_path(a.path) || (!a.user.is_anonymous() && is_discovery_path(a.path)) {
+            if is_public_path(a.path)
+                || crate::authn::oidc::Discovery::is_discovery_path(a.path)
+                || (!a.user.is_anonymous() && is_discovery_path(a.path))
+            {
                 return Decision::Allow;
             }
         }
