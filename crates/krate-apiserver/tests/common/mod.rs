@@ -16,10 +16,15 @@ pub struct TestServer {
 
 impl TestServer {
     pub async fn start() -> TestServer {
+        Self::start_with(|_| {}).await
+    }
+
+    /// Like [`TestServer::start`], with options changed by `configure`.
+    pub async fn start_with(configure: impl FnOnce(&mut Options)) -> TestServer {
         let dir = tempfile::tempdir().expect("temp dir");
         let db = dir.path().join("state.db");
         let store = SqliteStore::open(SqliteConfig::new(db)).await.expect("open store");
-        let running = start(Options {
+        let mut opts = Options {
             data_dir: dir.path().to_path_buf(),
             bind: SocketAddr::from(([127, 0, 0, 1], 0)),
             anonymous_auth: true,
@@ -31,9 +36,9 @@ impl TestServer {
             max_requests_inflight: 400,
             max_mutating_requests_inflight: 200,
             authn: Default::default(),
-        })
-        .await
-        .expect("server starts");
+        };
+        configure(&mut opts);
+        let running = start(opts).await.expect("server starts");
         TestServer { running, dir }
     }
 

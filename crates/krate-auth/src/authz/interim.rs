@@ -3,7 +3,8 @@
 //! may read discovery and OpenAPI (system:discovery), everyone may read the
 //! service-account issuer's OIDC discovery documents (system:service-account-issuer-
 //! discovery, which upstream binds to service accounts and clusters often open to
-//! all). Everything else: no opinion.
+//! all), authenticated users may ask who they are (SelfSubjectReview, as upstream's
+//! system:basic-user). Everything else: no opinion.
 
 use async_trait::async_trait;
 
@@ -25,6 +26,15 @@ fn is_discovery_path(path: &str) -> bool {
 impl Authorizer for Interim {
     async fn authorize(&self, a: &Attributes<'_>) -> Decision {
         if a.user.in_group("system:masters") {
+            return Decision::Allow;
+        }
+        // system:basic-user: authenticated users may ask who they are.
+        if a.resource_request
+            && a.verb == "create"
+            && a.api_group == "authentication.k8s.io"
+            && a.resource == "selfsubjectreviews"
+            && !a.user.is_anonymous()
+        {
             return Decision::Allow;
         }
         if !a.resource_request && a.verb == "get" {
