@@ -46,7 +46,8 @@ pub async fn setup(opts: &AuthnOptions, registry: &Arc<Registry>, pki: &Pki, url
     tokens.push(Arc::new(BootstrapTokens::new(registry.clone(), audiences.clone())));
     let bearer = Arc::new(BearerTokens::new(tokens, audiences));
     let x509 = X509::from_ca_pem(&pki.ca.cert_pem).map_err(|e| StartError::Io(e.to_string()))?;
-    let authenticator: Arc<dyn Authenticator> = Arc::new(Union(vec![Arc::new(x509), bearer.clone()]));
+    let union: Arc<dyn Authenticator> = Arc::new(Union(vec![Arc::new(x509), bearer.clone()]));
+    let authenticator: Arc<dyn Authenticator> = Arc::new(krate_auth::authn::metrics::Counted(union));
     let discovery = Arc::new(Discovery::new(&issuer, url, opts.service_account_jwks_uri.as_deref(), &key));
     Ok(Authn { authenticator, bearer, service_accounts, discovery })
 }

@@ -18,6 +18,7 @@ pub mod impersonate;
 pub mod jwt;
 pub mod legacy_tokens;
 mod lookup;
+pub mod metrics;
 pub mod oidc;
 pub mod reviews;
 pub mod serviceaccount;
