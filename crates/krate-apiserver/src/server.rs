@@ -65,13 +65,15 @@ pub enum Caller {
     },
 }
 
+type ComputedHandlers = HashMap<(String, String, String), Arc<dyn ComputedResource>>;
+
 pub struct ApiServer {
     pub registry: Arc<Registry>,
     admission: Arc<dyn Admission>,
     authenticator: Arc<dyn Authenticator>,
     authorizer: Arc<dyn Authorizer>,
     /// Handlers of computed resources by (group, resource, subresource or "").
-    computed: parking_lot::RwLock<HashMap<(String, String, String), Arc<dyn ComputedResource>>>,
+    computed: parking_lot::RwLock<ComputedHandlers>,
     config: ApiServerConfig,
     ready: AtomicBool,
     inflight: crate::inflight::InflightLimits,
@@ -117,7 +119,13 @@ impl ApiServer {
     }
 
     /// Serves creates of `group`/`resource` (and `subresource`, "" for none) with `handler`.
-    pub fn register_computed(&self, group: &str, resource: &str, subresource: &str, handler: Arc<dyn ComputedResource>) {
+    pub fn register_computed(
+        &self,
+        group: &str,
+        resource: &str,
+        subresource: &str,
+        handler: Arc<dyn ComputedResource>,
+    ) {
         self.computed.write().insert((group.into(), resource.into(), subresource.into()), handler);
     }
 
@@ -305,9 +313,7 @@ impl ApiServer {
             }
             ["version"] => body::respond(StatusCode::OK, format, &health::version_info()),
             [".well-known", "openid-configuration"] | ["openid", "v1", "jwks"] => match self.oidc.get() {
-                Some(d) if segments[0] == "openid" => {
-                    oidc_document(d.jwks(), oidc::JWKS_CONTENT_TYPE)
-                }
+                Some(d) if segments[0] == "openid" => oidc_document(d.jwks(), oidc::JWKS_CONTENT_TYPE),
                 Some(d) => oidc_document(d.configuration(), "application/json"),
                 None => not_found(),
             },

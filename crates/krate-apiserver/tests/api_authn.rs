@@ -33,7 +33,11 @@ async fn with_token(srv: &TestServer, token: &str) -> kube::Client {
 async fn with_cert(srv: &TestServer, cert_pem: &str, key_pem: &str) -> kube::Client {
     client_as(
         srv,
-        &format!("    client-certificate-data: {}\n    client-key-data: {}\n", B64.encode(cert_pem), B64.encode(key_pem)),
+        &format!(
+            "    client-certificate-data: {}\n    client-key-data: {}\n",
+            B64.encode(cert_pem),
+            B64.encode(key_pem)
+        ),
     )
     .await
 }
@@ -229,15 +233,15 @@ async fn service_account_tokens_from_token_requests() {
     assert_eq!(outcome(&robot, get("/api/v1/namespaces/default/pods")).await.0, 403);
 
     // TokenReview: valid for the API server's audience, not for another one.
-    let review = |token: &str, auds: Value| {
-        json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "spec": {"token": token, "audiences": auds}})
-    };
+    let review = |token: &str, auds: Value| json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "spec": {"token": token, "audiences": auds}});
     let ok: Value =
         admin.request(post("/apis/authentication.k8s.io/v1/tokenreviews", review(&token, json!([])))).await.unwrap();
     assert_eq!(ok["status"]["authenticated"], true);
     assert_eq!(ok["status"]["user"]["username"], "system:serviceaccount:default:robot");
-    let wrong: Value =
-        admin.request(post("/apis/authentication.k8s.io/v1/tokenreviews", review(&token, json!(["vault"])))).await.unwrap();
+    let wrong: Value = admin
+        .request(post("/apis/authentication.k8s.io/v1/tokenreviews", review(&token, json!(["vault"]))))
+        .await
+        .unwrap();
     assert_ne!(wrong["status"]["authenticated"], true);
     assert!(wrong["status"]["error"].as_str().unwrap().contains("audiences"), "{wrong}");
     let (code, reason) =
@@ -247,13 +251,16 @@ async fn service_account_tokens_from_token_requests() {
     // A token for another audience is refused by the API server.
     let vault = token_for(&admin, "default", "robot", json!({"audiences": ["vault"]})).await;
     assert_unauthorized(&with_token(&srv, &vault).await, "wrong audience").await;
-    let vault_review: Value =
-        admin.request(post("/apis/authentication.k8s.io/v1/tokenreviews", review(&vault, json!(["vault"])))).await.unwrap();
+    let vault_review: Value = admin
+        .request(post("/apis/authentication.k8s.io/v1/tokenreviews", review(&vault, json!(["vault"]))))
+        .await
+        .unwrap();
     assert_eq!(vault_review["status"]["audiences"], json!(["vault"]));
 
     // Tampered, malformed, foreign-key and expired tokens.
     let mut parts: Vec<String> = token.split('.').map(String::from).collect();
-    let mut claims: Value = serde_json::from_slice(&base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(&parts[1]).unwrap()).unwrap();
+    let mut claims: Value =
+        serde_json::from_slice(&base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(&parts[1]).unwrap()).unwrap();
     claims["kubernetes.io"]["serviceaccount"]["name"] = json!("default");
     claims["sub"] = json!("system:serviceaccount:default:default");
     parts[1] = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(claims.to_string());
@@ -267,7 +274,10 @@ async fn service_account_tokens_from_token_requests() {
     forged["kubernetes.io"]["serviceaccount"] = json!({"name": "robot", "uid": sa["metadata"]["uid"]});
     assert_unauthorized(&with_token(&srv, &foreign.sign(&forged)).await, "another key").await;
     let ours = SigningKey::load_or_create(&srv.running.pki.dir.join("sa.key")).unwrap();
-    assert_eq!(whoami(&with_token(&srv, &ours.sign(&forged)).await).await["username"], "system:serviceaccount:default:robot");
+    assert_eq!(
+        whoami(&with_token(&srv, &ours.sign(&forged)).await).await["username"],
+        "system:serviceaccount:default:robot"
+    );
     let now = jiff::Timestamp::now().as_second();
     let mut old = forged.clone();
     old["iat"] = json!(now - 7200);
@@ -477,7 +487,8 @@ async fn impersonation_is_authorized_part_by_part() {
     // A user who may not impersonate.
     let jane = srv.running.pki.issue_client("jane", &[]).unwrap();
     let client = with_cert(&srv, &jane.cert_pem, &jane.key_pem).await;
-    let attempt = http::Request::get("/api/v1/namespaces").header("Impersonate-User", "system:admin").body(vec![]).unwrap();
+    let attempt =
+        http::Request::get("/api/v1/namespaces").header("Impersonate-User", "system:admin").body(vec![]).unwrap();
     match client.request::<Value>(attempt).await {
         Err(kube::Error::Api(e)) => {
             assert_eq!((e.code, e.reason.as_str()), (403, "Forbidden"));
@@ -488,7 +499,8 @@ async fn impersonation_is_authorized_part_by_part() {
         }
         other => panic!("expected 403, got {other:?}"),
     }
-    let groups_only = http::Request::get("/version").header("Impersonate-Group", "system:masters").body(vec![]).unwrap();
+    let groups_only =
+        http::Request::get("/version").header("Impersonate-Group", "system:masters").body(vec![]).unwrap();
     match admin.request_text(groups_only).await {
         Err(kube::Error::Api(e)) => assert_eq!(e.code, 400, "{}", e.message),
         other => panic!("expected 400, got {other:?}"),

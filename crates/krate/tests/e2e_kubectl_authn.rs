@@ -83,7 +83,8 @@ fn kubectl_whoami_tokens_and_the_join_token() {
     srv.stop();
     let srv = Server::start(&data, port);
     assert_eq!(std::fs::read_to_string(&token_file).unwrap().trim(), join);
-    for (kc, who) in [(&joiner, format!("system:bootstrap:{id}")), (&robot, "system:serviceaccount:default:robot".into())]
+    for (kc, who) in
+        [(&joiner, format!("system:bootstrap:{id}")), (&robot, "system:serviceaccount:default:robot".into())]
     {
         let out = kubectl_with(kc, &["auth", "whoami", "-o", "jsonpath={.status.userInfo.username}"]);
         assert_eq!(String::from_utf8_lossy(&out.stdout), who, "{}", text(&out));

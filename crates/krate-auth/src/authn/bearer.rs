@@ -6,14 +6,13 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 
-use super::{Authenticated, AuthnError, Authenticator, Credentials, invalid, with_authenticated_group};
+use super::{Authenticated, Authenticator, AuthnError, Credentials, invalid, with_authenticated_group};
 
 #[async_trait]
 pub trait TokenAuthenticator: Send + Sync {
     /// Ok(None): not a token of this kind. `audiences`: those the token must be valid
     /// for (the API server's own, or a TokenReview's).
-    async fn authenticate_token(&self, token: &str, audiences: &[String])
-    -> Result<Option<Authenticated>, AuthnError>;
+    async fn authenticate_token(&self, token: &str, audiences: &[String]) -> Result<Option<Authenticated>, AuthnError>;
 }
 
 /// Tokens that carry no audience (static and bootstrap tokens) are valid for the API
@@ -25,7 +24,9 @@ pub fn implicit_audiences(api_audiences: &[String], requested: &[String]) -> Res
     }
     let both: Vec<String> = api_audiences.iter().filter(|a| requested.contains(a)).cloned().collect();
     if both.is_empty() {
-        return Err(invalid(format!("token audiences {api_audiences:?} is invalid for the target audiences {requested:?}")));
+        return Err(invalid(format!(
+            "token audiences {api_audiences:?} is invalid for the target audiences {requested:?}"
+        )));
     }
     Ok(both)
 }

@@ -86,11 +86,7 @@ impl BootstrapTokens {
 
 #[async_trait]
 impl TokenAuthenticator for BootstrapTokens {
-    async fn authenticate_token(
-        &self,
-        token: &str,
-        audiences: &[String],
-    ) -> Result<Option<Authenticated>, AuthnError> {
+    async fn authenticate_token(&self, token: &str, audiences: &[String]) -> Result<Option<Authenticated>, AuthnError> {
         let Some((id, token_secret)) = parse(token) else { return Ok(None) };
         let name = format!("{SECRET_PREFIX}{id}");
         let secret = super::lookup::core(&self.registry, "secrets", Some(NAMESPACE), &name)
@@ -161,9 +157,11 @@ pub async fn ensure_join_token(registry: &Registry, path: &Path) -> Result<Strin
         token
     };
     let (id, secret) = parse(&token).expect("checked above");
-    let resource = registry.table.lookup("", "v1", "secrets").ok_or_else(|| JoinTokenError::Api("no secrets".into()))?;
+    let resource =
+        registry.table.lookup("", "v1", "secrets").ok_or_else(|| JoinTokenError::Api("no secrets".into()))?;
     let scope = Scope { resource, namespace: Some(NAMESPACE.into()) };
-    let user = UserInfo { name: "system:apiserver".into(), groups: vec!["system:masters".into()], ..Default::default() };
+    let user =
+        UserInfo { name: "system:apiserver".into(), groups: vec!["system:masters".into()], ..Default::default() };
     let ctx = Context::internal(&user, &NoAdmission);
     let obj = token_secret(id, secret, "The join token of this krate cluster.", JOIN_GROUP);
     match registry.create(&scope, obj, &ctx).await {

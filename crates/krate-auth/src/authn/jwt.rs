@@ -73,7 +73,8 @@ impl SigningKey {
             Ok(pem) => {
                 let der = PrivatePkcs8KeyDer::from_pem_slice(&pem)
                     .map_err(|e| KeyError::Invalid { path: name.clone(), reason: e.to_string() })?;
-                Self::from_pkcs8(der.secret_pkcs8_der()).map_err(|reason| KeyError::Invalid { path: name.clone(), reason })
+                Self::from_pkcs8(der.secret_pkcs8_der())
+                    .map_err(|reason| KeyError::Invalid { path: name.clone(), reason })
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 let rng = SystemRandom::new();

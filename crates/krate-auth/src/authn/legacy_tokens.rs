@@ -40,7 +40,12 @@ pub async fn patch_secret(registry: &Registry, namespace: &str, name: &str, patc
 
 /// The data a token Secret still lacks, as a merge patch; None when it needs nothing
 /// (another type, no ServiceAccount named, already filled).
-pub async fn fill(tokens: &ServiceAccountTokens, registry: &Registry, ca_pem: &str, secret: &Value) -> Result<Option<Value>, ApiError> {
+pub async fn fill(
+    tokens: &ServiceAccountTokens,
+    registry: &Registry,
+    ca_pem: &str,
+    secret: &Value,
+) -> Result<Option<Value>, ApiError> {
     if secret.get("type").and_then(Value::as_str) != Some(SECRET_TYPE) || krate_api::object::is_deleting(secret) {
         return Ok(None);
     }
@@ -57,7 +62,12 @@ pub async fn fill(tokens: &ServiceAccountTokens, registry: &Registry, ca_pem: &s
     let sa = match super::lookup::core_live(registry, "serviceaccounts", Some(namespace), sa_name).await {
         Ok(sa) => sa,
         Err(e) if e.code == 404 => {
-            tracing::debug!(namespace, secret = name, serviceaccount = sa_name, "token secret names a missing service account");
+            tracing::debug!(
+                namespace,
+                secret = name,
+                serviceaccount = sa_name,
+                "token secret names a missing service account"
+            );
             return Ok(None);
         }
         Err(e) => return Err(e),

@@ -6,7 +6,12 @@ use krate_api::{ApiError, Registry};
 use serde_json::Value;
 
 /// The core/v1 object, None if it does not exist.
-pub async fn core(registry: &Registry, plural: &str, namespace: Option<&str>, name: &str) -> Result<Option<Value>, ApiError> {
+pub async fn core(
+    registry: &Registry,
+    plural: &str,
+    namespace: Option<&str>,
+    name: &str,
+) -> Result<Option<Value>, ApiError> {
     let Some(resource) = registry.table.lookup("", "v1", plural) else {
         return Err(ApiError::internal(format!("{plural} are not served")));
     };
@@ -19,7 +24,12 @@ pub async fn core(registry: &Registry, plural: &str, namespace: Option<&str>, na
 }
 
 /// A live (consistent) read of a core/v1 object, for writes that must see the latest.
-pub async fn core_live(registry: &Registry, plural: &str, namespace: Option<&str>, name: &str) -> Result<Value, ApiError> {
+pub async fn core_live(
+    registry: &Registry,
+    plural: &str,
+    namespace: Option<&str>,
+    name: &str,
+) -> Result<Value, ApiError> {
     let resource = registry.table.lookup("", "v1", plural).ok_or_else(ApiError::not_found_path)?;
     registry.get(&Scope { resource, namespace: namespace.map(String::from) }, name).await
 }

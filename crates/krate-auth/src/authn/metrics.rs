@@ -6,7 +6,7 @@ use std::time::Instant;
 use async_trait::async_trait;
 use prometheus::{HistogramVec, IntCounterVec, register_histogram_vec, register_int_counter_vec};
 
-use super::{Authenticated, AuthnError, Authenticator, Credentials};
+use super::{Authenticated, Authenticator, AuthnError, Credentials};
 
 pub static ATTEMPTS: LazyLock<IntCounterVec> = LazyLock::new(|| {
     register_int_counter_vec!(

@@ -177,7 +177,9 @@ impl ServiceAccountTokens {
         };
         let matched: Vec<String> = token_auds.iter().filter(|a| audiences.contains(a)).cloned().collect();
         if matched.is_empty() {
-            return Err(invalid(format!("token audiences {token_auds:?} is invalid for the target audiences {audiences:?}")));
+            return Err(invalid(format!(
+                "token audiences {token_auds:?} is invalid for the target audiences {audiences:?}"
+            )));
         }
         let k8s = claims.get("kubernetes.io").ok_or_else(|| invalid("token has no kubernetes.io claims"))?;
         let object = |k: &str| {
@@ -275,11 +277,7 @@ fn lookup_failed(e: ApiError) -> AuthnError {
 
 #[async_trait]
 impl TokenAuthenticator for ServiceAccountTokens {
-    async fn authenticate_token(
-        &self,
-        token: &str,
-        audiences: &[String],
-    ) -> Result<Option<Authenticated>, AuthnError> {
+    async fn authenticate_token(&self, token: &str, audiences: &[String]) -> Result<Option<Authenticated>, AuthnError> {
         // Only tokens of our issuers are ours; others may be another authenticator's.
         let Some(peeked) = peek_claims(token) else { return Ok(None) };
         let issuer = peeked.get("iss").and_then(Value::as_str).unwrap_or("");
@@ -288,7 +286,8 @@ impl TokenAuthenticator for ServiceAccountTokens {
             return Ok(None);
         }
         let claims = self.key.verify(token).map_err(|e| invalid(format!("service account token: {e}")))?;
-        let found = if legacy { self.legacy(token, &claims, audiences).await? } else { self.bound(&claims, audiences).await? };
+        let found =
+            if legacy { self.legacy(token, &claims, audiences).await? } else { self.bound(&claims, audiences).await? };
         Ok(Some(found))
     }
 }

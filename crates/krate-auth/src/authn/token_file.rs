@@ -93,11 +93,7 @@ impl TokenFile {
 
 #[async_trait]
 impl TokenAuthenticator for TokenFile {
-    async fn authenticate_token(
-        &self,
-        token: &str,
-        audiences: &[String],
-    ) -> Result<Option<Authenticated>, AuthnError> {
+    async fn authenticate_token(&self, token: &str, audiences: &[String]) -> Result<Option<Authenticated>, AuthnError> {
         let Some(user) = self.tokens.get(token) else { return Ok(None) };
         let audiences = implicit_audiences(&self.api_audiences, audiences)?;
         Ok(Some(Authenticated { user: user.clone(), audiences }))

@@ -45,10 +45,16 @@ impl ComputedResource for TokenRequests {
         };
         let field = "spec.expirationSeconds";
         if expiration < MIN_EXPIRATION_SECONDS {
-            return Err(invalid(name, vec![Cause::invalid(field, expiration, "may not specify a duration less than 10 minutes")]));
+            return Err(invalid(
+                name,
+                vec![Cause::invalid(field, expiration, "may not specify a duration less than 10 minutes")],
+            ));
         }
         if expiration > MAX_EXPIRATION_SECONDS {
-            return Err(invalid(name, vec![Cause::invalid(field, expiration, "may not specify a duration larger than 2^32 seconds")]));
+            return Err(invalid(
+                name,
+                vec![Cause::invalid(field, expiration, "may not specify a duration larger than 2^32 seconds")],
+            ));
         }
         let mut audiences: Vec<String> = spec
             .get("audiences")
@@ -101,7 +107,8 @@ impl ComputedResource for TokenRequests {
                         )));
                     }
                     // The pod's node goes in too, for information (uid when it exists).
-                    if let Some(node) = obj.pointer("/spec/nodeName").and_then(Value::as_str).filter(|n| !n.is_empty()) {
+                    if let Some(node) = obj.pointer("/spec/nodeName").and_then(Value::as_str).filter(|n| !n.is_empty())
+                    {
                         let node_uid = match lookup::core(&self.registry, "nodes", None, node).await? {
                             Some(n) => uid(&n).to_string(),
                             None => String::new(),

@@ -9,7 +9,7 @@ use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, TrustAnchor, UnixTime};
 use x509_parser::prelude::*;
 
-use super::{Authenticated, AuthnError, Authenticator, Credentials};
+use super::{Authenticated, Authenticator, AuthnError, Credentials};
 
 /// The user a verified client certificate names.
 pub fn user_from_cert(der: &[u8]) -> Option<UserInfo> {
@@ -93,8 +93,7 @@ impl Authenticator for X509 {
 mod tests {
     use super::*;
     use rcgen::{
-        BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer,
-        KeyPair,
+        BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
     };
 
     struct Ca {

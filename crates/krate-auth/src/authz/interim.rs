@@ -37,13 +37,11 @@ impl Authorizer for Interim {
         {
             return Decision::Allow;
         }
-        if !a.resource_request && a.verb == "get" {
-            if is_public_path(a.path)
-                || crate::authn::oidc::Discovery::is_discovery_path(a.path)
-                || (!a.user.is_anonymous() && is_discovery_path(a.path))
-            {
-                return Decision::Allow;
-            }
+        let readable = is_public_path(a.path)
+            || crate::authn::oidc::Discovery::is_discovery_path(a.path)
+            || (!a.user.is_anonymous() && is_discovery_path(a.path));
+        if !a.resource_request && a.verb == "get" && readable {
+            return Decision::Allow;
         }
         Decision::NoOpinion(String::new())
     }
