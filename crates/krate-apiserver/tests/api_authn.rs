@@ -506,3 +506,51 @@ async fn impersonation_is_authorized_part_by_part() {
         other => panic!("expected 400, got {other:?}"),
     }
 }
+
+#[tokio::test]
+async fn mutated_tokens_over_https_always_get_401() {
+    let srv = TestServer::start().await;
+    let admin = srv.client().await;
+    create(
+        &admin,
+        "/api/v1/namespaces/default/serviceaccounts",
+        json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "fuzz"}}),
+    )
+    .await;
+    let good = token_for(&admin, "default", "fuzz", json!({})).await;
+    // One client per token is slow; the header is set per request instead.
+    let anon = srv.anonymous().await;
+    let alphabet = b"abcXYZ0189-_.";
+    let mut seed = 0x1234_5678_9abc_def1u64;
+    let mut next = || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    for round in 0..200 {
+        let mut bytes = good.clone().into_bytes();
+        match round % 3 {
+            0 => {
+                for _ in 0..(1 + next() % 3) {
+                    let i = (next() as usize) % bytes.len();
+                    bytes[i] = alphabet[(next() as usize) % alphabet.len()];
+                }
+            }
+            1 => bytes.truncate(1 + (next() as usize) % (bytes.len() - 1)),
+            _ => bytes = (0..(1 + next() % 200)).map(|_| alphabet[(next() as usize) % alphabet.len()]).collect(),
+        }
+        let token = String::from_utf8(bytes).unwrap();
+        if token == good {
+            continue;
+        }
+        let req = http::Request::get("/api/v1/namespaces/default/configmaps")
+            .header("authorization", format!("Bearer {token}"))
+            .body(vec![])
+            .unwrap();
+        match anon.request::<Value>(req).await {
+            Err(kube::Error::Api(e)) => assert_eq!((e.code, e.reason.as_str()), (401, "Unauthorized"), "{token}"),
+            other => panic!("token {token}: expected 401, got {other:?}"),
+        }
+    }
+}

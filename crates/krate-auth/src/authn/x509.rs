@@ -31,10 +31,17 @@ pub enum CaError {
     Invalid(String),
 }
 
+/// Chains remembered as verified; past this many, the memory starts over.
+const CACHE_MAX: usize = 4096;
+
 /// Verifies client certificates against the cluster CA (upstream's --client-ca-file).
 pub struct X509 {
     /// The CA certificates (DER); trust anchors borrow from them at each check.
     roots: Vec<CertificateDer<'static>>,
+    /// Verified chains (by SHA-256) → their user and the end of their validity (Unix
+    /// seconds): a client sends the same certificate with every request, and the CA
+    /// does not change while the server runs, so one signature check per certificate.
+    verified: parking_lot::Mutex<std::collections::HashMap<Vec<u8>, (UserInfo, i64)>>,
 }
 
 impl X509 {
@@ -50,12 +57,39 @@ impl X509 {
         if roots.is_empty() {
             return Err(CaError::Invalid("no certificate in the bundle".into()));
         }
-        Ok(X509 { roots })
+        Ok(X509 { roots, verified: Default::default() })
     }
 
     /// Checks `chain` (leaf first) against the CA at `now`: signature path, validity
     /// period, client-auth usage.
     pub fn verify(&self, chain: &[Vec<u8>], now: UnixTime) -> Result<UserInfo, AuthnError> {
+        let mut digest = ring::digest::Context::new(&ring::digest::SHA256);
+        for c in chain {
+            digest.update(&(c.len() as u64).to_be_bytes());
+            digest.update(c);
+        }
+        let key = digest.finish().as_ref().to_vec();
+        let secs = now.as_secs() as i64;
+        if let Some((user, until)) = self.verified.lock().get(&key)
+            && secs <= *until
+        {
+            return Ok(user.clone());
+        }
+        let user = self.verify_uncached(chain, now)?;
+        let until = chain
+            .first()
+            .and_then(|leaf| X509Certificate::from_der(leaf).ok())
+            .map(|(_, c)| c.validity().not_after.timestamp())
+            .unwrap_or(secs);
+        let mut verified = self.verified.lock();
+        if verified.len() >= CACHE_MAX {
+            verified.clear();
+        }
+        verified.insert(key, (user.clone(), until));
+        Ok(user)
+    }
+
+    fn verify_uncached(&self, chain: &[Vec<u8>], now: UnixTime) -> Result<UserInfo, AuthnError> {
         let leaf = chain.first().ok_or_else(|| AuthnError::Invalid("no client certificate".into()))?;
         let anchors: Vec<TrustAnchor<'_>> =
             self.roots.iter().filter_map(|r| webpki::anchor_from_trusted_cert(r).ok()).collect();
@@ -148,6 +182,18 @@ mod tests {
         assert!(err.to_string().contains("Signature"), "{err}");
         let err = x.verify(&[client(&ours, "jane", &[], true)], UnixTime::now()).unwrap_err();
         assert!(err.to_string().contains("Expired"), "{err}");
+    }
+
+    #[test]
+    fn a_remembered_certificate_still_expires() {
+        let ca = ca("test-ca");
+        let x = X509::from_ca_pem(&ca.pem).unwrap();
+        let cert = client(&ca, "jane", &[], true); // valid through 2000
+        let at = |secs: u64| UnixTime::since_unix_epoch(std::time::Duration::from_secs(secs));
+        let mid_2000 = 962_409_600;
+        assert!(x.verify(std::slice::from_ref(&cert), at(mid_2000)).is_ok());
+        assert!(x.verify(std::slice::from_ref(&cert), at(mid_2000 + 1)).is_ok());
+        assert!(x.verify(&[cert], at(1_100_000_000)).is_err(), "valid after its end");
     }
 
     #[test]
