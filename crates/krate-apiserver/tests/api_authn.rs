@@ -155,6 +155,10 @@ async fn static_tokens_from_the_token_file() {
     assert_eq!(me["groups"], json!(["dev", "qa", "system:authenticated"]));
     assert_eq!(outcome(&with_token(&srv, "s3cret-token").await, get("/api/v1/namespaces")).await.0, 403);
     assert_unauthorized(&with_token(&srv, "not-a-known-token").await, "unknown token").await;
+    let metrics = srv.client().await.request_text(get("/metrics")).await.unwrap();
+    for line in ["authentication_attempts{result=\"success\"}", "authentication_attempts{result=\"failure\"}"] {
+        assert!(metrics.contains(line), "{line} missing");
+    }
 }
 
 #[tokio::test]

@@ -44,6 +44,12 @@ fn kubectl_whoami_tokens_and_the_join_token() {
     assert!(me.contains("Username") && me.contains("system:admin"), "{me}");
     assert!(me.contains("[system:masters system:authenticated]"), "{me}");
 
+    // Impersonation with --as / --as-group (the admin may).
+    let as_jane = srv.kubectl_ok(&["auth", "whoami", "--as", "jane", "--as-group", "dev", "-o", "json"]);
+    let as_jane: serde_json::Value = serde_json::from_str(&as_jane).unwrap();
+    assert_eq!(as_jane["status"]["userInfo"]["username"], "jane");
+    assert_eq!(as_jane["status"]["userInfo"]["groups"], serde_json::json!(["dev", "system:authenticated"]));
+
     // A ServiceAccount's token, from `kubectl create token`, in a kubeconfig.
     srv.kubectl_ok(&["create", "serviceaccount", "robot"]);
     let token = srv.kubectl_ok(&["create", "token", "robot", "--duration=1h"]).trim().to_string();

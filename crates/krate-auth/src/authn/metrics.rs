@@ -45,3 +45,17 @@ impl Authenticator for Counted {
         answer
     }
 }
+
+/// Service-account tokens accepted, by kind (upstream's counters).
+pub static LEGACY_TOKENS: LazyLock<prometheus::IntCounter> = LazyLock::new(|| {
+    prometheus::register_int_counter!(
+        "serviceaccount_legacy_tokens_total",
+        "Legacy (Secret-based) service-account tokens accepted."
+    )
+    .expect("metric registers once")
+});
+
+pub static VALID_TOKENS: LazyLock<prometheus::IntCounter> = LazyLock::new(|| {
+    prometheus::register_int_counter!("serviceaccount_valid_tokens_total", "Bound service-account tokens accepted.")
+        .expect("metric registers once")
+});

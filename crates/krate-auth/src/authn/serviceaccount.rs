@@ -220,6 +220,7 @@ impl ServiceAccountTokens {
         if let Some(jti) = claims.get("jti").and_then(Value::as_str).filter(|j| !j.is_empty()) {
             user.extra.insert("authentication.kubernetes.io/credential-id".into(), vec![format!("JTI={jti}")]);
         }
+        super::metrics::VALID_TOKENS.inc();
         Ok(Authenticated { user, audiences: matched })
     }
 
@@ -252,6 +253,7 @@ impl ServiceAccountTokens {
         let sa_obj = self.still_there("serviceaccounts", Some(namespace), &sa).await?;
         self.mark_used(namespace, secret_name, labels.and_then(|l| l.get(LAST_USED_LABEL)).and_then(Value::as_str));
         let user = sa_user(namespace, sa_name, uid(&sa_obj));
+        super::metrics::LEGACY_TOKENS.inc();
         Ok(Authenticated { user, audiences })
     }
 
