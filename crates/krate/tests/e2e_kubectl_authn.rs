@@ -87,6 +87,8 @@ fn kubectl_whoami_tokens_and_the_join_token() {
 
     // A restart keeps the join token and the signing key.
     srv.stop();
+    // The old kubeconfig would make the wait for readiness end at once.
+    std::fs::remove_file(data.join("admin.kubeconfig")).unwrap();
     let srv = Server::start(&data, port);
     assert_eq!(std::fs::read_to_string(&token_file).unwrap().trim(), join);
     for (kc, who) in

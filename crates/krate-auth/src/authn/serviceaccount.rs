@@ -245,6 +245,14 @@ impl ServiceAccountTokens {
         if krate_api::object::meta_str(&secret, "deletionTimestamp").is_some() {
             return Err(invalid(format!("secret {namespace}/{secret_name} is being deleted")));
         }
+        // The Secret must still be this account's (upstream checks its annotations too).
+        let annotation =
+            |k: &str| secret.pointer("/metadata/annotations").and_then(|a| a.get(k)).and_then(Value::as_str);
+        if annotation(SA_NAME_ANNOTATION) != Some(sa_name)
+            || annotation(SA_UID_ANNOTATION).is_some_and(|u| !sa_uid.is_empty() && u != sa_uid)
+        {
+            return Err(invalid(format!("secret {namespace}/{secret_name} is not for service account {sa_name}")));
+        }
         let labels = krate_api::object::labels(&secret);
         if labels.and_then(|l| l.get(INVALID_SINCE_LABEL)).is_some() {
             return Err(invalid(format!("secret {namespace}/{secret_name} has been invalidated")));
