@@ -6,11 +6,15 @@
 //!   registry from `krate-api`), REST verbs, watches;
 //! - [`discovery`], [`health`]: discovery documents, health and version endpoints;
 //! - [`pki`]: the cluster CA, serving and client certificates, kubeconfigs.
+//! - [`authn`], [`client_auth`]: authentication assembled from `krate-auth`, and the TLS
+//!   side of client certificates.
 
 pub mod authz;
 pub mod audit;
+pub mod authn;
 pub mod body;
 pub mod bootstrap;
+pub mod client_auth;
 pub mod conditional;
 pub mod csr_signer;
 pub mod discovery;

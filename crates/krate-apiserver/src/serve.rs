@@ -1,4 +1,5 @@
-//! HTTPS serving: rustls (client certificates optional, verified against the cluster CA),
+//! HTTPS serving: rustls (client certificates optional; any is taken in the handshake
+//! and verified against the cluster CA by the x509 authenticator, see `client_auth`),
 //! HTTP/1.1 and HTTP/2, each request handed to the [`ApiServer`] with the certificate
 //! chain its client presented.
 
@@ -10,7 +11,6 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
-use rustls::server::WebPkiClientVerifier;
 use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 
@@ -35,10 +35,7 @@ fn tls_config(pki: &Pki) -> Result<rustls::ServerConfig, ServeError> {
     for cert in CertificateDer::pem_slice_iter(pki.ca.cert_pem.as_bytes()) {
         roots.add(cert.map_err(|e| tls(&e))?).map_err(|e| tls(&e))?;
     }
-    let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider.clone())
-        .allow_unauthenticated()
-        .build()
-        .map_err(|e| tls(&e))?;
+    let verifier = Arc::new(crate::client_auth::AnyClientCert::new(provider.clone(), &roots));
     let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(pki.serving.cert_pem.as_bytes())
         .collect::<Result<_, _>>()
         .map_err(|e| tls(&e))?;

@@ -23,6 +23,7 @@ use krate_api::managedfields::{self, FieldManager, Operation as ManagedOperation
 use krate_api::registry::{Context, DeleteOptions, Deleted, ListOptions, Patch, Scope, WatchOptions};
 use krate_api::user::UserInfo;
 use krate_api::{ApiError, Registry, ResourceInfo};
+use krate_auth::authn::oidc::{self, Discovery};
 use krate_auth::authn::{Authenticator, Credentials};
 use krate_auth::authz::{self, Authorizer, Decision};
 
@@ -92,6 +93,8 @@ pub struct ApiServer {
     audit: std::sync::OnceLock<Arc<crate::audit::Auditor>>,
     /// Checks added at start-up (KMS providers), asked on /healthz, /livez and /readyz.
     extra_checks: parking_lot::RwLock<Vec<Arc<dyn health::ExtraChecks>>>,
+    /// The service-account issuer's OIDC discovery documents, once set.
+    oidc: std::sync::OnceLock<Arc<Discovery>>,
 }
 
 fn vary_accept(mut response: Response<Body>) -> Response<Body> {
@@ -104,7 +107,7 @@ fn vary_accept(mut response: Response<Body>) -> Response<Body> {
 fn negotiates_itself(info: &RequestInfo, headers: &http::HeaderMap) -> bool {
     let p = info.path.trim_end_matches('/');
     let aggregated = (p == "/api" || p == "/apis") && discovery::aggregated_version(headers).is_some();
-    !info.is_resource && (aggregated || p.starts_with("/openapi/"))
+    !info.is_resource && (aggregated || p.starts_with("/openapi/") || Discovery::is_discovery_path(p))
 }
 
 impl ApiServer {
@@ -123,7 +126,13 @@ impl ApiServer {
             openapi: Default::default(),
             audit: Default::default(),
             extra_checks: Default::default(),
+            oidc: Default::default(),
         }
+    }
+
+    /// Serves the OIDC discovery documents of the service-account issuer.
+    pub fn set_oidc_discovery(&self, discovery: Arc<Discovery>) {
+        let _ = self.oidc.set(discovery);
     }
 
     /// Audits every request from now on (set once, at start-up).
@@ -296,8 +305,22 @@ impl ApiServer {
             Caller::Remote { client_certs, .. } => {
                 let creds = Credentials { client_certs: &client_certs, headers };
                 match self.authenticator.authenticate(&creds).await {
-                    Ok(Some(authenticated)) => authenticated.user,
-                    Ok(None) if self.config.anonymous_auth => UserInfo::anonymous(),
+                    Ok(Some(authenticated)) => {
+                        krate_auth::authn::impersonate::impersonate(
+                            authenticated.user,
+                            headers,
+                            self.authorizer.as_ref(),
+                        )
+                        .await?
+                    }
+                    Ok(None) if self.config.anonymous_auth => {
+                        krate_auth::authn::impersonate::impersonate(
+                            UserInfo::anonymous(),
+                            headers,
+                            self.authorizer.as_ref(),
+                        )
+                        .await?
+                    }
                     Ok(None) => return Err(ApiError::unauthorized()),
                     Err(e) => {
                         tracing::debug!(error = %e, path = %info.path, "authentication failed");
@@ -380,6 +403,11 @@ impl ApiServer {
                 health::respond(ep, Some(check), &self.checks(ep).await, query)
             }
             ["version"] => body::respond(StatusCode::OK, format, &health::version_info()),
+            [".well-known", "openid-configuration"] | ["openid", "v1", "jwks"] => match self.oidc.get() {
+                Some(d) if segments[0] == "openid" => oidc_document(d.jwks(), oidc::JWKS_CONTENT_TYPE),
+                Some(d) => oidc_document(d.configuration(), "application/json"),
+                None => not_found(),
+            },
             ["metrics"] => body::text(StatusCode::OK, metrics::render()),
             ["api" | "apis"] if let Some(v) = discovery::aggregated_version(headers) => {
                 let doc = discovery::aggregated(&self.registry.table, segments[0] == "api", v);
@@ -979,6 +1007,14 @@ fn success_status(r: &ResourceInfo, obj: &Value) -> Value {
             "uid": krate_api::object::meta_str(obj, "uid").unwrap_or(""),
         },
     })
+}
+
+fn oidc_document(bytes: &[u8], content_type: &'static str) -> Response<Body> {
+    let mut response = body::respond_bytes(StatusCode::OK, Format::Json, Bytes::copy_from_slice(bytes));
+    let headers = response.headers_mut();
+    headers.insert(header::CONTENT_TYPE, http::HeaderValue::from_static(content_type));
+    headers.insert(header::CACHE_CONTROL, http::HeaderValue::from_static(oidc::CACHE_CONTROL));
+    response
 }
 
 /// For tower/hyper glue: the server never fails a request at the transport level.

@@ -55,6 +55,21 @@ pub struct Options {
     pub audit: crate::audit::AuditOptions,
     /// Encryption at rest (--encryption-provider-config), if configured.
     pub encryption: Option<Arc<krate_encryption::Encryption>>,
+    /// Bearer tokens and service accounts.
+    pub authn: AuthnOptions,
+}
+
+/// Upstream's authentication flags.
+#[derive(Clone, Debug, Default)]
+pub struct AuthnOptions {
+    /// --token-auth-file: static tokens (CSV).
+    pub token_auth_file: Option<PathBuf>,
+    /// --service-account-issuer (default https://kubernetes.default.svc.cluster.local).
+    pub service_account_issuer: Option<String>,
+    /// --api-audiences (default: the issuer).
+    pub api_audiences: Vec<String>,
+    /// --service-account-jwks-uri (default: this server's /openid/v1/jwks).
+    pub service_account_jwks_uri: Option<String>,
 }
 
 /// A serving API server.
@@ -64,6 +79,8 @@ pub struct Running {
     pub kubeconfig_path: PathBuf,
     pub server: Arc<ApiServer>,
     pub pki: Pki,
+    /// The cluster's join token (a bootstrap token), kept in DATA_DIR/token.
+    pub join_token: String,
     pub task: JoinHandle<()>,
 }
 
@@ -126,12 +143,12 @@ pub async fn start(opts: Options) -> Result<Running, StartError> {
         max_requests_inflight: opts.max_requests_inflight,
         max_mutating_requests_inflight: opts.max_mutating_requests_inflight,
     };
-    let auth = Auth {
-        authenticator: Arc::new(krate_auth::authn::Union(vec![Arc::new(krate_auth::authn::X509)])),
-        authorizer: authorization.authorizer.clone(),
-    };
+    let url = format!("https://{}", SocketAddr::new(advertise_ip, bound.port()));
+    let authn = crate::authn::setup(&opts.authn, &registry, &pki, &url).await?;
+    let auth = Auth { authenticator: authn.authenticator.clone(), authorizer: authorization.authorizer.clone() };
     let server = Arc::new(ApiServer::new(registry.clone(), admission.clone(), auth, config));
     authz::register_reviews(&server, &authorization);
+    authn.register(&server);
     if let Some(auditor) = crate::audit::Auditor::start(&opts.audit)? {
         server.set_auditor(auditor);
     }
@@ -142,7 +159,10 @@ pub async fn start(opts: Options) -> Result<Running, StartError> {
         server.add_health_checks(Arc::new(crate::encryption::KmsHealth(encryption.clone())));
     }
     let listener = Listener::from_std(std_listener, &pki, server.clone())?;
-    let task = tokio::spawn(listener.run());
+    let background = authn.background(&registry, &pki);
+    let task = tokio::spawn(async move {
+        tokio::join!(listener.run(), background);
+    });
 
     bootstrap::system_namespaces(&registry).await.map_err(|e| StartError::Bootstrap(e.to_string()))?;
     let endpoint_ip =
@@ -151,15 +171,17 @@ pub async fn start(opts: Options) -> Result<Running, StartError> {
         .await
         .map_err(|e| StartError::Bootstrap(e.to_string()))?;
     authz::bootstrap(&registry, &authorization, admission).await?;
+    let join_token = krate_auth::authn::bootstrap::ensure_join_token(&registry, &opts.data_dir.join("token"))
+        .await
+        .map_err(|e| StartError::Bootstrap(e.to_string()))?;
     server.set_ready();
 
-    let url = format!("https://{}", SocketAddr::new(advertise_ip, bound.port()));
     let kubeconfig = pki.kubeconfig(&url, &pki.admin, "admin");
     let path = kubeconfig_path.clone();
     tokio::task::spawn_blocking(move || write_private(&path, &kubeconfig))
         .await
         .map_err(|e| StartError::Io(e.to_string()))??;
-    Ok(Running { url, port: bound.port(), kubeconfig_path, server, pki, task })
+    Ok(Running { url, port: bound.port(), kubeconfig_path, server, pki, join_token, task })
 }
 
 /// This machine's first non-loopback IPv4 address: where the `kubernetes` Service's

@@ -79,8 +79,8 @@ fn find<'a>(events: &'a [Value], verb: &str, resource: &str, stage: &str) -> Vec
         .collect()
 }
 
-/// A client whose certificate says `user` in `groups` (not system:masters: refused by
-/// the interim authorizer).
+/// A client whose certificate says `user` in `groups` (not system:masters: RBAC refuses
+/// it what no binding grants).
 async fn client_as(srv: &TestServer, user: &str, groups: &[&str]) -> kube::Client {
     let cert = srv.running.pki.issue_client(user, groups).unwrap();
     let kubeconfig = srv.running.pki.kubeconfig(&srv.running.url, &cert, user);

@@ -74,6 +74,7 @@ async fn serve(dir: &Path, store: DynStore, encryption: Arc<Encryption>) -> Runn
         encryption: Some(encryption),
         authorization_mode: "Node,RBAC".into(),
         audit: Default::default(),
+        authn: Default::default(),
     })
     .await
     .expect("server starts")

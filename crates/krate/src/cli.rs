@@ -93,6 +93,18 @@ pub struct ServerArgs {
     /// How often old revisions are compacted away, in seconds.
     #[arg(long, default_value_t = 300)]
     pub compaction_interval_seconds: u64,
+    /// Static bearer tokens: a CSV file of token,user,uid,"group1,group2".
+    #[arg(long)]
+    pub token_auth_file: Option<PathBuf>,
+    /// The issuer (iss claim) of service-account tokens.
+    #[arg(long, default_value = "https://kubernetes.default.svc.cluster.local")]
+    pub service_account_issuer: String,
+    /// Audiences the API server accepts tokens for, comma-separated (default: the issuer).
+    #[arg(long, value_delimiter = ',')]
+    pub api_audiences: Vec<String>,
+    /// The key set's address in the OIDC discovery document (default: this server's).
+    #[arg(long)]
+    pub service_account_jwks_uri: Option<String>,
     /// An apiserver.config.k8s.io/v1 EncryptionConfiguration: how resources are
     /// encrypted at rest.
     #[arg(long)]

@@ -36,6 +36,12 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
         authorization_mode: args.authorization_mode.clone(),
         audit: audit_options(&args.audit)?,
         encryption,
+        authn: start::AuthnOptions {
+            token_auth_file: args.token_auth_file.clone(),
+            service_account_issuer: Some(args.service_account_issuer.clone()),
+            api_audiences: args.api_audiences.clone(),
+            service_account_jwks_uri: args.service_account_jwks_uri.clone(),
+        },
     })
     .await?;
     tracing::info!(
@@ -45,6 +51,8 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
         "krate server is ready"
     );
     let _controllers = if args.disable_controller_manager { None } else { Some(crate::controllers::start(&running)) };
+    // Nodes join with this token (`krate agent --token`).
+    tracing::info!(path = %args.data_dir.join("token").display(), token = running.join_token, "join token");
     if !args.disable_agent {
         tracing::warn!("the node agent is not available yet in this version of krate: running the control plane only");
     }

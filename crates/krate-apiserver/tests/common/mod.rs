@@ -38,6 +38,7 @@ impl TestServer {
             authorization_mode: "Node,RBAC".into(),
             audit: Default::default(),
             encryption: None,
+            authn: Default::default(),
         };
         tweak(&mut options);
         let running = start(options).await.expect("server starts");

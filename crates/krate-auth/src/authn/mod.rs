@@ -1,7 +1,29 @@
 //! Authentication: credentials in, a user out. Each authenticator looks at the
 //! credentials it understands and says nothing about the rest; a union asks them in
 //! turn. Presented but invalid credentials are an error (401), never "anonymous".
+//!
+//! - [`x509`]: client certificates, verified against the cluster CA;
+//! - [`bearer`]: `Authorization: Bearer` tokens, asked of the token authenticators:
+//!   [`token_file`] (`--token-auth-file`), [`bootstrap`] (kube-system Secrets),
+//!   [`serviceaccount`] (signed JWTs, bound and legacy);
+//! - [`token_request`], [`reviews`]: serviceaccounts/token, TokenReview and
+//!   SelfSubjectReview, answered by computation;
+//! - [`oidc`]: the issuer's discovery document and keys;
+//! - [`legacy_tokens`]: fills Secret-based service-account tokens;
+//! - [`impersonate`]: Impersonate-* headers, checked with the authorizer.
 
+pub mod bearer;
+pub mod bootstrap;
+pub mod impersonate;
+pub mod jwt;
+pub mod legacy_tokens;
+mod lookup;
+pub mod metrics;
+pub mod oidc;
+pub mod reviews;
+pub mod serviceaccount;
+pub mod token_file;
+pub mod token_request;
 mod x509;
 
 use std::sync::Arc;
@@ -9,7 +31,8 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use krate_api::user::UserInfo;
 
-pub use x509::{X509, user_from_cert};
+pub use bearer::{BearerTokens, TokenAuthenticator};
+pub use x509::{CaError, X509, user_from_cert};
 
 /// What a request presents.
 pub struct Credentials<'a> {
@@ -32,6 +55,10 @@ pub enum AuthnError {
     /// clients get upstream's bare 401.
     #[error("invalid credentials: {0}")]
     Invalid(String),
+}
+
+pub(crate) fn invalid(msg: impl Into<String>) -> AuthnError {
+    AuthnError::Invalid(msg.into())
 }
 
 #[async_trait]
@@ -60,4 +87,12 @@ impl Authenticator for Union {
             None => Ok(None),
         }
     }
+}
+
+/// Adds system:authenticated to an authenticated user, as upstream's group adder does.
+pub(crate) fn with_authenticated_group(mut user: UserInfo) -> UserInfo {
+    if !user.is_anonymous() && !user.in_group("system:authenticated") {
+        user.groups.push("system:authenticated".into());
+    }
+    user
 }
