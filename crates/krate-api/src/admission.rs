@@ -2,10 +2,14 @@
 //! `krate-admission`; the registry calls the chain at upstream's points: mutation before
 //! the strategy prepares the object, validation after it has been validated.
 
+use std::collections::BTreeMap;
+
 use async_trait::async_trait;
+use parking_lot::Mutex;
 use serde_json::Value;
 
 use crate::error::ApiResult;
+use crate::fieldvalidation::Warnings;
 use crate::resource::ResourceInfo;
 use crate::user::UserInfo;
 
@@ -26,6 +30,43 @@ pub struct Attributes<'a> {
     pub name: &'a str,
     pub user: &'a UserInfo,
     pub dry_run: bool,
+    /// Where plugins' warnings go (Warning headers); None for the server's own writes.
+    pub warnings: Option<&'a Warnings>,
+    /// Where plugins record audit annotations for this request's audit event.
+    pub audit_annotations: Option<&'a AuditAnnotations>,
+}
+
+impl Attributes<'_> {
+    /// A warning for the client (dropped for the server's own writes).
+    pub fn warn(&self, message: impl Into<String>) {
+        if let Some(w) = self.warnings {
+            w.add(message);
+        }
+    }
+    /// An annotation on the request's audit event, as upstream's admission plugins add them.
+    pub fn annotate(&self, key: &str, value: impl Into<String>) {
+        if let Some(a) = self.audit_annotations {
+            a.add(key, value);
+        }
+    }
+}
+
+/// The audit annotations admission plugins record for one request (upstream's
+/// `AddAnnotation`): the first value for a key stays, as upstream keeps it. The audit
+/// stage reads them with `take` when it writes the request's event.
+#[derive(Debug, Default)]
+pub struct AuditAnnotations(Mutex<BTreeMap<String, String>>);
+
+impl AuditAnnotations {
+    pub fn add(&self, key: &str, value: impl Into<String>) {
+        self.0.lock().entry(key.to_string()).or_insert_with(|| value.into());
+    }
+    pub fn get(&self, key: &str) -> Option<String> {
+        self.0.lock().get(key).cloned()
+    }
+    pub fn take(&self) -> BTreeMap<String, String> {
+        std::mem::take(&mut self.0.lock())
+    }
 }
 
 #[async_trait]

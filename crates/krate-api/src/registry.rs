@@ -74,6 +74,8 @@ pub struct Context<'a> {
     pub duplicate_fields: &'a [String],
     /// Where warnings for the client go; None for the server's own writes.
     pub warnings: Option<&'a Warnings>,
+    /// Where admission plugins record the request's audit annotations.
+    pub audit_annotations: Option<&'a crate::admission::AuditAnnotations>,
     /// Who the write's fields are recorded under (managedFields); None leaves them as
     /// they are (the server's own writes).
     pub field_manager: Option<&'a FieldManager>,
@@ -89,6 +91,7 @@ impl<'a> Context<'a> {
             field_validation: FieldValidation::Ignore,
             duplicate_fields: &[],
             warnings: None,
+            audit_annotations: None,
             field_manager: None,
         }
     }
@@ -466,6 +469,8 @@ impl Registry {
             name: &requested_name,
             user: ctx.user,
             dry_run: ctx.dry_run,
+            warnings: ctx.warnings,
+            audit_annotations: ctx.audit_annotations,
         };
         ctx.admission.mutate(&attrs, &mut obj, None).await?;
 
@@ -834,6 +839,8 @@ impl Registry {
                 name,
                 user: ctx.user,
                 dry_run: ctx.dry_run,
+                warnings: ctx.warnings,
+                audit_annotations: ctx.audit_annotations,
             };
             ctx.admission.mutate(&attrs, &mut new, Some(&old)).await?;
             // An apply computed the managedFields itself; a subresource write keeps
@@ -963,6 +970,8 @@ impl Registry {
                 name,
                 user: ctx.user,
                 dry_run: ctx.dry_run,
+                warnings: ctx.warnings,
+                audit_annotations: ctx.audit_annotations,
             };
             ctx.admission.validate(&attrs, None, Some(&current)).await?;
 

@@ -15,6 +15,7 @@ pub mod health;
 pub mod inflight;
 pub mod inprocess;
 pub mod metrics;
+pub mod namespace_defaults;
 pub mod openapi;
 pub mod pki;
 pub mod request;

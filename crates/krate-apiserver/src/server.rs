@@ -16,7 +16,7 @@ use http_body_util::{BodyExt, StreamBody};
 use hyper::body::Frame;
 use serde_json::{Value, json};
 
-use krate_api::admission::Admission;
+use krate_api::admission::{self, Admission, AuditAnnotations};
 use krate_api::computed::{ComputedRequest, ComputedResource};
 use krate_api::fieldvalidation::{FieldValidation, Warnings};
 use krate_api::managedfields::{self, FieldManager, Operation as ManagedOperation};
@@ -165,12 +165,18 @@ impl ApiServer {
                     body::error(&e, Format::Json)
                 } else if info.is_resource {
                     let warnings = Warnings::default();
-                    let mut response = match self.resource(&parts, body, &info, &query, &user, format, &warnings).await
-                    {
-                        Ok(r) => r,
-                        Err(e) => body::error(&e, format),
-                    };
+                    let annotations = AuditAnnotations::default();
+                    let mut response =
+                        match self.resource(&parts, body, &info, &query, &user, format, &warnings, &annotations).await {
+                            Ok(r) => r,
+                            Err(e) => body::error(&e, format),
+                        };
                     body::add_warnings(&mut response, warnings.take());
+                    // Until the audit log writes them into its events.
+                    let annotations = annotations.take();
+                    if !annotations.is_empty() {
+                        tracing::debug!(?annotations, "admission audit annotations");
+                    }
                     response
                 } else {
                     // OpenAPI and aggregated discovery pick their own forms; the rest of
@@ -341,6 +347,7 @@ impl ApiServer {
         user: &UserInfo,
         format: Format,
         warnings: &Warnings,
+        audit_annotations: &AuditAnnotations,
     ) -> Result<Response<Body>, ApiError>
     where
         B: http_body::Body<Data = Bytes> + Send + 'static,
@@ -394,6 +401,7 @@ impl ApiServer {
             field_validation,
             duplicate_fields: &[],
             warnings: Some(warnings),
+            audit_annotations: Some(audit_annotations),
             field_manager: update_manager.as_ref(),
         };
         let force = match query.get("force").map(String::as_str) {
@@ -410,7 +418,22 @@ impl ApiServer {
         let sub = info.subresource.as_deref();
         if info.verb == "create" {
             if let Some(handler) = self.computed_handler(&r, sub) {
-                let obj = body::decode(&parts.headers, &body::read(body).await?)?;
+                let mut obj = body::decode(&parts.headers, &body::read(body).await?)?;
+                // As upstream: computed creates (token requests, evictions, reviews) pass
+                // admission too; NodeRestriction limits a node's token requests here.
+                let attrs = admission::Attributes {
+                    operation: admission::Operation::Create,
+                    resource: &r,
+                    subresource: sub,
+                    namespace: info.namespace.as_deref(),
+                    name,
+                    user,
+                    dry_run,
+                    warnings: Some(warnings),
+                    audit_annotations: Some(audit_annotations),
+                };
+                self.admission.mutate(&attrs, &mut obj, None).await?;
+                self.admission.validate(&attrs, Some(&obj), None).await?;
                 let req = ComputedRequest {
                     resource: &r,
                     name,

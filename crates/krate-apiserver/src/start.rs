@@ -6,7 +6,7 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use krate_admission::{Chain, NamespaceLifecycle};
+use krate_admission::{AdmissionConfig, Chain};
 use krate_api::services::{ServiceAllocator, ServiceHooks};
 use krate_api::{Registry, ResourceTable};
 use krate_store::DynStore;
@@ -26,6 +26,8 @@ pub enum StartError {
     Bootstrap(String),
     #[error("{0}")]
     Io(String),
+    #[error("admission: {0}")]
+    Admission(String),
 }
 
 pub struct Options {
@@ -43,6 +45,8 @@ pub struct Options {
     /// In-flight request limits (0: unlimited).
     pub max_requests_inflight: usize,
     pub max_mutating_requests_inflight: usize,
+    /// --admission-control-config-file: the admission plugins' configuration.
+    pub admission_control_config_file: Option<PathBuf>,
 }
 
 /// A serving API server.
@@ -97,7 +101,12 @@ pub async fn start(opts: Options) -> Result<Running, StartError> {
     let alloc = Arc::new(ServiceAllocator::new(&opts.service_cidr, &opts.node_port_range).map_err(StartError::Io)?);
     let services = registry.table.lookup("", "v1", "services").expect("services are built in");
     registry.register_hooks(&services, Arc::new(ServiceHooks { alloc: alloc.clone() }));
-    let admission = Arc::new(Chain::new(vec![Arc::new(NamespaceLifecycle::new(&registry))]));
+    let admission_config = match &opts.admission_control_config_file {
+        Some(path) => AdmissionConfig::load(path).await.map_err(|e| StartError::Admission(e.to_string()))?,
+        None => AdmissionConfig::default(),
+    };
+    let admission =
+        Arc::new(Chain::standard(&registry, &admission_config).map_err(|e| StartError::Admission(e.to_string()))?);
     let advertise_ip = local_address(opts.bind.ip());
     // Bound first: the advertised port is known only then (port 0 in tests).
     let std_listener = std::net::TcpListener::bind(opts.bind)
@@ -119,6 +128,8 @@ pub async fn start(opts: Options) -> Result<Running, StartError> {
     let task = tokio::spawn(listener.run());
 
     bootstrap::system_namespaces(&registry).await.map_err(|e| StartError::Bootstrap(e.to_string()))?;
+    // Pods need their namespace's default service account (ServiceAccount admission).
+    crate::namespace_defaults::spawn(registry.clone(), pki.ca.cert_pem.clone());
     let endpoint_ip =
         if opts.bind.ip().is_unspecified() { host_address().unwrap_or(advertise_ip) } else { opts.bind.ip() };
     bootstrap::kubernetes_service(&registry, &alloc, endpoint_ip, bound.port())

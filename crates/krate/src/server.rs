@@ -32,6 +32,7 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
         node_port_range: args.service_node_port_range.clone(),
         max_requests_inflight: args.max_requests_inflight,
         max_mutating_requests_inflight: args.max_mutating_requests_inflight,
+        admission_control_config_file: args.admission_control_config_file.clone(),
     })
     .await?;
     tracing::info!(

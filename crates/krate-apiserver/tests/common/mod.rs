@@ -16,10 +16,15 @@ pub struct TestServer {
 
 impl TestServer {
     pub async fn start() -> TestServer {
+        Self::start_with(|_| {}).await
+    }
+
+    /// A server whose options `adjust` changes first (the data directory already exists).
+    pub async fn start_with(adjust: impl FnOnce(&mut Options)) -> TestServer {
         let dir = tempfile::tempdir().expect("temp dir");
         let db = dir.path().join("state.db");
         let store = SqliteStore::open(SqliteConfig::new(db)).await.expect("open store");
-        let running = start(Options {
+        let mut opts = Options {
             data_dir: dir.path().to_path_buf(),
             bind: SocketAddr::from(([127, 0, 0, 1], 0)),
             anonymous_auth: true,
@@ -30,9 +35,10 @@ impl TestServer {
             node_port_range: "30000-32767".into(),
             max_requests_inflight: 400,
             max_mutating_requests_inflight: 200,
-        })
-        .await
-        .expect("server starts");
+            admission_control_config_file: None,
+        };
+        adjust(&mut opts);
+        let running = start(opts).await.expect("server starts");
         TestServer { running, dir }
     }
 
