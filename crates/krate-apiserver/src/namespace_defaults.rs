@@ -31,7 +31,8 @@ async fn ensure(registry: &Registry, plural: &str, ns: &str, obj: Value) -> Resu
 }
 
 async fn fill(registry: &Registry, ns: &str, ca_pem: &str) {
-    let account = json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default", "namespace": ns}});
+    let account =
+        json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default", "namespace": ns}});
     let ca = json!({
         "apiVersion": "v1",
         "kind": "ConfigMap",

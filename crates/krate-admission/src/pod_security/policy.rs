@@ -188,16 +188,14 @@ impl Policy {
         (Policy { enforce, audit, warn }, errors)
     }
 
-    /// "enforce=restricted, warn=baseline:v1.25": the modes that are not privileged.
+    /// "enforce=restricted:latest, warn=baseline:v1.25": the modes that are not
+    /// privileged, as upstream's CompactString.
     pub fn compact(&self) -> String {
-        [("enforce", self.enforce), ("audit", self.audit), ("warn", self.warn)]
+        let modes: Vec<String> = [("enforce", self.enforce), ("audit", self.audit), ("warn", self.warn)]
             .iter()
             .filter(|(_, lv)| lv.level != Level::Privileged)
-            .map(|(m, lv)| match lv.version {
-                Version::Latest => format!("{m}={}", lv.level.as_str()),
-                v => format!("{m}={}:{v}", lv.level.as_str()),
-            })
-            .collect::<Vec<_>>()
-            .join(", ")
+            .map(|(m, lv)| format!("{m}={lv}"))
+            .collect();
+        if modes.is_empty() { "privileged".to_string() } else { modes.join(", ") }
     }
 }

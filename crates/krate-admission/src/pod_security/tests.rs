@@ -400,7 +400,8 @@ fn labels_give_policies_with_defaults_and_errors() {
     let defaults = Policy { enforce: LevelVersion { level: Level::Baseline, version: LATEST }, ..Policy::default() };
     let (p, _) = Policy::from_labels(None, &defaults);
     assert_eq!(p.enforce.level, Level::Baseline);
-    assert_eq!(p.compact(), "enforce=baseline");
+    assert_eq!(p.compact(), "enforce=baseline:latest");
+    assert_eq!(Policy::default().compact(), "privileged");
 }
 
 #[test]
