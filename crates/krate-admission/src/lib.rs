@@ -4,12 +4,14 @@
 //! registry calls both on dry-run requests too, as upstream does.
 
 pub mod config;
+pub mod metrics;
 mod namespace_lifecycle;
 pub mod node_restriction;
 pub mod pod_security;
 pub mod service_account;
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use async_trait::async_trait;
 use serde_json::Value;
@@ -116,17 +118,32 @@ impl Chain {
     }
 }
 
+fn observe(name: &str, attrs: &Attributes<'_>, phase: &str, rejected: bool, start: Instant) {
+    if name.is_empty() {
+        return;
+    }
+    metrics::PLUGIN_DURATION
+        .with_label_values(&[name, metrics::operation(attrs.operation), if rejected { "true" } else { "false" }, phase])
+        .observe(start.elapsed().as_secs_f64());
+}
+
 #[async_trait]
 impl Admission for Chain {
     async fn mutate(&self, attrs: &Attributes<'_>, obj: &mut Value, old: Option<&Value>) -> ApiResult<()> {
-        for (_, p) in &self.plugins {
-            p.mutate(attrs, obj, old).await?;
+        for (name, p) in &self.plugins {
+            let start = Instant::now();
+            let result = p.mutate(attrs, obj, old).await;
+            observe(name, attrs, "admit", result.is_err(), start);
+            result?;
         }
         Ok(())
     }
     async fn validate(&self, attrs: &Attributes<'_>, obj: Option<&Value>, old: Option<&Value>) -> ApiResult<()> {
-        for (_, p) in &self.plugins {
-            p.validate(attrs, obj, old).await?;
+        for (name, p) in &self.plugins {
+            let start = Instant::now();
+            let result = p.validate(attrs, obj, old).await;
+            observe(name, attrs, "validate", result.is_err(), start);
+            result?;
         }
         Ok(())
     }

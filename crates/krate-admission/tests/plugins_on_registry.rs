@@ -332,6 +332,10 @@ async fn pod_security_enforces_warns_and_audits_through_the_registry() {
         "pods \"priv\" is forbidden: violates PodSecurity \"baseline:latest\": privileged (container \"c\" must not set securityContext.privileged=true)"
     );
     assert!(warnings.take().is_empty(), "no warnings on a refused request");
+    let denied = krate_admission::metrics::POD_SECURITY_EVALUATIONS
+        .with_label_values(&["deny", "enforce", "baseline", "latest", "create", "pods", ""])
+        .get();
+    assert!(denied >= 1, "the refusal is counted");
 
     // Workloads only warn.
     let deployment = json!({"metadata": {"name": "d"}, "spec": {"selector": {"matchLabels": {"a": "b"}}, "template": {"metadata": {"labels": {"a": "b"}}, "spec": privileged["spec"]}}});

@@ -17,6 +17,8 @@ use krate_api::admission::{Admission, Attributes, Operation};
 use krate_api::registry::{ListOptions, Scope};
 use krate_api::{ApiError, ApiResult, Cause, Registry, Target, object};
 
+use crate::metrics;
+
 use checks::Violation;
 pub use config::PodSecurityConfig;
 use policy::{Level, LevelVersion, Policy, detail, reasons};
@@ -88,6 +90,31 @@ fn significant_pod_update(new: &Value, old: &Value) -> bool {
     })
 }
 
+fn exempt(attrs: &Attributes<'_>, why: &str) {
+    attrs.annotate(EXEMPT_ANNOTATION, why);
+    let labels = [metrics::operation(attrs.operation), attrs.resource.plural.as_str(), attrs.subresource.unwrap_or("")];
+    metrics::POD_SECURITY_EXEMPTIONS.with_label_values(&labels).inc();
+}
+
+/// Counts one evaluation; privileged policies are not evaluations (upstream skips them).
+fn record(attrs: &Attributes<'_>, mode: &str, lv: LevelVersion, allowed: bool) {
+    if lv.level == Level::Privileged {
+        return;
+    }
+    let version = lv.version.to_string();
+    metrics::POD_SECURITY_EVALUATIONS
+        .with_label_values(&[
+            if allowed { "allow" } else { "deny" },
+            mode,
+            lv.level.as_str(),
+            &version,
+            metrics::operation(attrs.operation),
+            attrs.resource.plural.as_str(),
+            attrs.subresource.unwrap_or(""),
+        ])
+        .inc();
+}
+
 impl PodSecurity {
     pub fn new(registry: &Arc<Registry>, config: PodSecurityConfig) -> Self {
         PodSecurity { registry: Arc::downgrade(registry), config }
@@ -125,7 +152,7 @@ impl PodSecurity {
         if let Some(rc) = spec.get("runtimeClassName").and_then(Value::as_str)
             && self.config.exempt_runtime_classes.iter().any(|c| c == rc)
         {
-            attrs.annotate(EXEMPT_ANNOTATION, "runtimeClass");
+            exempt(attrs, "runtimeClass");
             return Ok(());
         }
         if !errors.is_empty() {
@@ -139,11 +166,13 @@ impl PodSecurity {
         if enforce {
             attrs.annotate(ENFORCE_POLICY_ANNOTATION, policy.enforce.to_string());
             let v = result(policy.enforce);
+            record(attrs, "enforce", policy.enforce, v.is_empty());
             if !v.is_empty() {
                 refusal = Some(format!("violates PodSecurity \"{}\": {}", policy.enforce, detail(&v)));
             }
         }
         let v = result(policy.audit);
+        record(attrs, "audit", policy.audit, v.is_empty());
         if !v.is_empty() {
             attrs.annotate(
                 AUDIT_VIOLATIONS_ANNOTATION,
@@ -156,6 +185,7 @@ impl PodSecurity {
         }
         // No warnings on a request that is refused anyway.
         let v = result(policy.warn);
+        record(attrs, "warn", policy.warn, v.is_empty());
         if !v.is_empty() {
             attrs.warn(format!("would violate PodSecurity \"{}\": {}", policy.warn, detail(&v)));
         }
@@ -168,11 +198,11 @@ impl PodSecurity {
         }
         let Some(ns) = attrs.namespace else { return Ok(()) };
         if self.exempt_namespace(ns) {
-            attrs.annotate(EXEMPT_ANNOTATION, "namespace");
+            exempt(attrs, "namespace");
             return Ok(());
         }
         if self.exempt_user(&attrs.user.name) {
-            attrs.annotate(EXEMPT_ANNOTATION, "user");
+            exempt(attrs, "user");
             return Ok(());
         }
         let (policy, errors) = self.namespace_policy(ns).await?;
