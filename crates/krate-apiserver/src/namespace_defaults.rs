@@ -1,7 +1,7 @@
-//! What every namespace holds from its start, as two of upstream's controllers keep it:
-//! the `default` ServiceAccount (serviceaccounts-controller) that pods run as unless
-//! they name another, and the `kube-root-ca.crt` ConfigMap (root-ca-cert-publisher)
-//! that the projected token volume mounts the cluster CA from.
+//! The `default` ServiceAccount every namespace holds from its start, as upstream's
+//! serviceaccounts-controller keeps it: pods run as it unless they name another, and
+//! ServiceAccount admission refuses pods whose account does not exist. (The
+//! `kube-root-ca.crt` ConfigMap the token volume projects comes with the controllers.)
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -30,24 +30,16 @@ async fn ensure(registry: &Registry, plural: &str, ns: &str, obj: Value) -> Resu
     }
 }
 
-async fn fill(registry: &Registry, ns: &str, ca_pem: &str) {
+async fn fill(registry: &Registry, ns: &str) {
     let account =
         json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default", "namespace": ns}});
-    let ca = json!({
-        "apiVersion": "v1",
-        "kind": "ConfigMap",
-        "metadata": {"name": "kube-root-ca.crt", "namespace": ns, "annotations": {"kubernetes.io/description": "Contains a CA bundle that can be used to verify the kube-apiserver when using internal endpoints such as the internal service IP or kubernetes.default.svc. No other usage is guaranteed across distributions of Kubernetes clusters."}},
-        "data": {"ca.crt": ca_pem}
-    });
-    for (plural, obj) in [("serviceaccounts", account), ("configmaps", ca)] {
-        if let Err(e) = ensure(registry, plural, ns, obj).await {
-            tracing::debug!(namespace = ns, plural, error = %e.message, "namespace defaults not written");
-        }
+    if let Err(e) = ensure(registry, "serviceaccounts", ns, account).await {
+        tracing::debug!(namespace = ns, error = %e.message, "default service account not written");
     }
 }
 
 /// Watches namespaces for as long as the registry lives and fills each new one.
-pub fn spawn(registry: Arc<Registry>, ca_pem: String) -> tokio::task::JoinHandle<()> {
+pub fn spawn(registry: Arc<Registry>) -> tokio::task::JoinHandle<()> {
     let weak = Arc::downgrade(&registry);
     drop(registry);
     tokio::spawn(async move {
@@ -66,7 +58,7 @@ pub fn spawn(registry: Arc<Registry>, ca_pem: String) -> tokio::task::JoinHandle
                         let Ok(ns) = serde_json::from_slice::<Value>(&item.object) else { continue };
                         let Some(registry) = weak.upgrade() else { return };
                         if !object::is_deleting(&ns) {
-                            fill(&registry, object::name(&ns), &ca_pem).await;
+                            fill(&registry, object::name(&ns)).await;
                         }
                     }
                 }

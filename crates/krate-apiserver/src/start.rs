@@ -129,7 +129,7 @@ pub async fn start(opts: Options) -> Result<Running, StartError> {
 
     bootstrap::system_namespaces(&registry).await.map_err(|e| StartError::Bootstrap(e.to_string()))?;
     // Pods need their namespace's default service account (ServiceAccount admission).
-    crate::namespace_defaults::spawn(registry.clone(), pki.ca.cert_pem.clone());
+    crate::namespace_defaults::spawn(registry.clone());
     let endpoint_ip =
         if opts.bind.ip().is_unspecified() { host_address().unwrap_or(advertise_ip) } else { opts.bind.ip() };
     bootstrap::kubernetes_service(&registry, &alloc, endpoint_ip, bound.port())

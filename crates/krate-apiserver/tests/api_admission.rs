@@ -125,13 +125,6 @@ async fn service_account_admission_injects_the_token_volume() {
         created["spec"]["containers"][0]["volumeMounts"],
         json!([{"name": name, "readOnly": true, "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount"}])
     );
-    // The namespace got the CA the volume projects.
-    let (code, _, ca) =
-        send(&client, "GET", "/api/v1/namespaces/apps/configmaps/kube-root-ca.crt", "application/json", &json!({}))
-            .await;
-    assert_eq!(code, 200);
-    assert!(ca["data"]["ca.crt"].as_str().unwrap().contains("BEGIN CERTIFICATE"));
-
     let mut ghost = pod("g", json!({}));
     ghost["spec"]["serviceAccountName"] = json!("ghost");
     let (code, _, status) = post(&client, "/api/v1/namespaces/apps/pods", ghost).await;
