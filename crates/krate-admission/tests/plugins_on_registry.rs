@@ -44,8 +44,8 @@ impl Fixture {
     }
 
     fn scope(&self, group: &str, plural: &str, ns: Option<&str>) -> Scope {
-        let version = if group.is_empty() { "v1" } else { "v1" };
-        let resource = self.registry.table.lookup(group, version, plural).expect("resource");
+        // Every resource used here is served at v1 of its group.
+        let resource = self.registry.table.lookup(group, "v1", plural).expect("resource");
         Scope { resource, namespace: ns.map(String::from) }
     }
 
