@@ -128,6 +128,12 @@ pub async fn start(opts: Options) -> Result<Running, StartError> {
     let task = tokio::spawn(listener.run());
 
     bootstrap::system_namespaces(&registry).await.map_err(|e| StartError::Bootstrap(e.to_string()))?;
+    // As upstream, every watch cache starts with the server: a client that lists and
+    // then watches from that revision must not find a cache born after it (writes such
+    // as a namespace's default service account come in between).
+    for r in registry.table.all().iter().filter(|r| !r.is_virtual()) {
+        registry.cache(r);
+    }
     // Pods need their namespace's default service account (ServiceAccount admission).
     crate::namespace_defaults::spawn(registry.clone());
     let endpoint_ip =
