@@ -119,7 +119,11 @@ impl NodeRestriction {
                 self.admit_mirror_pod(node, attrs, pod).await
             }
             (None, Operation::Delete) => {
-                if self.pod_node(attrs, attrs.name).await? != node {
+                let bound = match old {
+                    Some(pod) => pod.pointer("/spec/nodeName").and_then(Value::as_str).unwrap_or("").to_string(),
+                    None => self.pod_node(attrs, attrs.name).await?,
+                };
+                if bound != node {
                     return deny(format!("node \"{node}\" can only delete pods with spec.nodeName set to itself"));
                 }
                 Ok(())

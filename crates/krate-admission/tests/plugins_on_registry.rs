@@ -343,3 +343,59 @@ async fn pod_security_enforces_warns_and_audits_through_the_registry() {
     let w = warnings.take();
     assert!(w[0].starts_with("would violate PodSecurity \"restricted:latest\": privileged (container \"c\" must not set securityContext.privileged=true)"), "{w:?}");
 }
+
+/// Token requests and evictions are computed creates: the server passes them through
+/// the chain's validate with the request body, as done here.
+#[tokio::test]
+async fn node_restriction_limits_token_requests_and_evictions_to_its_pods() {
+    use krate_api::admission::{Admission, Attributes, Operation};
+    let f = Fixture::new(AdmissionConfig::default()).await;
+    let n1 = node("n1");
+    let mine = f.seed("", "pods", Some("default"), pod_on("mine", "n1")).await;
+    let theirs = f.seed("", "pods", Some("default"), pod_on("theirs", "n2")).await;
+    let accounts = f.scope("", "serviceaccounts", Some("default")).resource;
+    let pods = f.scope("", "pods", Some("default")).resource;
+    let attrs = |resource, sub: &'static str, name: &'static str| Attributes {
+        operation: Operation::Create,
+        resource,
+        subresource: Some(sub),
+        namespace: Some("default"),
+        name,
+        user: &n1,
+        dry_run: false,
+        warnings: None,
+        audit_annotations: None,
+    };
+    let token = |pod: &Value| {
+        json!({"kind": "TokenRequest", "apiVersion": "authentication.k8s.io/v1", "spec": {"audiences": [], "boundObjectRef":
+            {"kind": "Pod", "apiVersion": "v1", "name": pod["metadata"]["name"], "uid": pod["metadata"]["uid"]}}})
+    };
+    let a = attrs(&accounts, "token", "default");
+    f.chain.validate(&a, Some(&token(&mine)), None).await.unwrap();
+    let e = f.chain.validate(&a, Some(&token(&theirs)), None).await.unwrap_err();
+    assert_eq!(
+        e.message,
+        "serviceaccounts \"default\" is forbidden: node requested token bound to a pod scheduled on a different node"
+    );
+    let unbound = json!({"kind": "TokenRequest", "spec": {"audiences": []}});
+    let e = f.chain.validate(&a, Some(&unbound), None).await.unwrap_err();
+    assert_eq!(e.message, "serviceaccounts \"default\" is forbidden: node requested token not bound to a pod");
+    let mut stale = token(&mine);
+    stale["spec"]["boundObjectRef"]["uid"] = json!("0000");
+    let e = f.chain.validate(&a, Some(&stale), None).await.unwrap_err();
+    assert!(
+        e.message.contains("the UID in the bound object reference (0000) does not match the UID in record"),
+        "{}",
+        e.message
+    );
+
+    let eviction = json!({"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": "x"}});
+    f.chain.validate(&attrs(&pods, "eviction", "mine"), Some(&eviction), None).await.unwrap();
+    let e = f.chain.validate(&attrs(&pods, "eviction", "theirs"), Some(&eviction), None).await.unwrap_err();
+    assert_eq!(e.message, "pods \"theirs\" is forbidden: node n1 can only evict pods with spec.nodeName set to itself");
+    let e = f.chain.validate(&attrs(&pods, "exec", "mine"), Some(&eviction), None).await.unwrap_err();
+    assert_eq!(
+        e.message,
+        "pods \"mine\" is forbidden: unexpected pod subresource \"exec\", only 'status' and 'eviction' are allowed"
+    );
+}
