@@ -166,11 +166,13 @@ impl ApiServer {
                 } else if info.is_resource {
                     let warnings = Warnings::default();
                     let annotations = AuditAnnotations::default();
-                    let mut response =
-                        match self.resource(&parts, body, &info, &query, &user, format, &warnings, &annotations).await {
-                            Ok(r) => r,
-                            Err(e) => body::error(&e, format),
-                        };
+                    let mut response = match self
+                        .resource(&parts, body, &info, &query, &user, format, &warnings, &annotations)
+                        .await
+                    {
+                        Ok(r) => r,
+                        Err(e) => body::error(&e, format),
+                    };
                     body::add_warnings(&mut response, warnings.take());
                     // Until the audit log writes them into its events.
                     let annotations = annotations.take();
