@@ -6,6 +6,7 @@ use async_trait::async_trait;
 use serde_json::Value;
 
 use crate::error::ApiResult;
+use crate::fieldvalidation::Warnings;
 use crate::resource::ResourceInfo;
 use crate::user::UserInfo;
 
@@ -26,7 +27,28 @@ pub struct Attributes<'a> {
     pub name: &'a str,
     pub user: &'a UserInfo,
     pub dry_run: bool,
+    /// Where plugins' warnings go (Warning headers); None for the server's own writes.
+    pub warnings: Option<&'a Warnings>,
+    /// Where plugins record audit annotations for this request's audit event.
+    pub audit_annotations: Option<&'a AuditAnnotations>,
 }
+
+impl Attributes<'_> {
+    /// A warning for the client (dropped for the server's own writes).
+    pub fn warn(&self, message: impl Into<String>) {
+        if let Some(w) = self.warnings {
+            w.add(message);
+        }
+    }
+    /// An annotation on the request's audit event, as upstream's admission plugins add them.
+    pub fn annotate(&self, key: &str, value: impl Into<String>) {
+        if let Some(a) = self.audit_annotations {
+            a.add(key, value);
+        }
+    }
+}
+
+pub use crate::audit::AuditAnnotations;
 
 #[async_trait]
 pub trait Admission: Send + Sync {

@@ -22,6 +22,14 @@ impl AuditAnnotations {
         map.insert(key, value.into());
     }
 
+    pub fn get(&self, key: &str) -> Option<String> {
+        self.0.lock().get(key).cloned()
+    }
+
+    pub fn take(&self) -> BTreeMap<String, String> {
+        std::mem::take(&mut self.0.lock())
+    }
+
     pub fn snapshot(&self) -> BTreeMap<String, String> {
         self.0.lock().clone()
     }

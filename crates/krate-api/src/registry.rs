@@ -469,6 +469,8 @@ impl Registry {
             name: &requested_name,
             user: ctx.user,
             dry_run: ctx.dry_run,
+            warnings: ctx.warnings,
+            audit_annotations: ctx.audit_annotations,
         };
         ctx.admission.mutate(&attrs, &mut obj, None).await?;
 
@@ -841,6 +843,8 @@ impl Registry {
                 name,
                 user: ctx.user,
                 dry_run: ctx.dry_run,
+                warnings: ctx.warnings,
+                audit_annotations: ctx.audit_annotations,
             };
             ctx.admission.mutate(&attrs, &mut new, Some(&old)).await?;
             // An apply computed the managedFields itself; a subresource write keeps
@@ -972,6 +976,8 @@ impl Registry {
                 name,
                 user: ctx.user,
                 dry_run: ctx.dry_run,
+                warnings: ctx.warnings,
+                audit_annotations: ctx.audit_annotations,
             };
             ctx.admission.validate(&attrs, None, Some(&current)).await?;
 

@@ -9,9 +9,9 @@
 //! - [`authn`], [`client_auth`]: authentication assembled from `krate-auth`, and the TLS
 //!   side of client certificates.
 
-pub mod authz;
 pub mod audit;
 pub mod authn;
+pub mod authz;
 pub mod body;
 pub mod bootstrap;
 pub mod client_auth;
@@ -23,6 +23,7 @@ pub mod health;
 pub mod inflight;
 pub mod inprocess;
 pub mod metrics;
+pub mod namespace_defaults;
 pub mod openapi;
 pub mod pki;
 pub mod request;

@@ -16,7 +16,7 @@ use http_body_util::{BodyExt, StreamBody};
 use hyper::body::Frame;
 use serde_json::{Value, json};
 
-use krate_api::admission::Admission;
+use krate_api::admission::{self, Admission};
 use krate_api::computed::{ComputedRequest, ComputedResource};
 use krate_api::fieldvalidation::{FieldValidation, Warnings};
 use krate_api::managedfields::{self, FieldManager, Operation as ManagedOperation};
@@ -539,7 +539,22 @@ impl ApiServer {
         let sub = info.subresource.as_deref();
         if info.verb == "create" {
             if let Some(handler) = self.computed_handler(&r, sub) {
-                let obj = body::decode(&parts.headers, &body::read(body).await?)?;
+                let mut obj = body::decode(&parts.headers, &body::read(body).await?)?;
+                // As upstream: computed creates (token requests, evictions, reviews) pass
+                // admission too; NodeRestriction limits a node's token requests here.
+                let attrs = admission::Attributes {
+                    operation: admission::Operation::Create,
+                    resource: &r,
+                    subresource: sub,
+                    namespace: info.namespace.as_deref(),
+                    name,
+                    user,
+                    dry_run,
+                    warnings: Some(warnings),
+                    audit_annotations,
+                };
+                self.admission.mutate(&attrs, &mut obj, None).await?;
+                self.admission.validate(&attrs, Some(&obj), None).await?;
                 let req = ComputedRequest {
                     resource: &r,
                     name,

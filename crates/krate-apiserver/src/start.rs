@@ -6,7 +6,7 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use krate_admission::{Chain, NamespaceLifecycle};
+use krate_admission::{AdmissionConfig, Chain};
 use krate_api::services::{ServiceAllocator, ServiceHooks};
 use krate_api::{Registry, ResourceTable};
 use krate_auth::authz::escalation::EscalationCheck;
@@ -32,6 +32,8 @@ pub enum StartError {
     Authorization(#[from] krate_auth::authz::modes::ModeError),
     #[error(transparent)]
     Audit(#[from] crate::audit::AuditError),
+    #[error("admission: {0}")]
+    Admission(String),
 }
 
 pub struct Options {
@@ -55,6 +57,8 @@ pub struct Options {
     pub audit: crate::audit::AuditOptions,
     /// Encryption at rest (--encryption-provider-config), if configured.
     pub encryption: Option<Arc<krate_encryption::Encryption>>,
+    /// --admission-control-config-file: the admission plugins' configuration.
+    pub admission_control_config_file: Option<PathBuf>,
     /// Bearer tokens and service accounts.
     pub authn: AuthnOptions,
 }
@@ -70,6 +74,30 @@ pub struct AuthnOptions {
     pub api_audiences: Vec<String>,
     /// --service-account-jwks-uri (default: this server's /openid/v1/jwks).
     pub service_account_jwks_uri: Option<String>,
+}
+
+impl Options {
+    /// Upstream's defaults (and krate's), listening on a free port of 127.0.0.1: what
+    /// tests and embedders start from before changing what they need.
+    pub fn new(data_dir: PathBuf, store: DynStore) -> Options {
+        Options {
+            data_dir,
+            bind: SocketAddr::from(([127, 0, 0, 1], 0)),
+            anonymous_auth: true,
+            extra_sans: vec![],
+            store,
+            event_ttl: std::time::Duration::from_secs(3600),
+            service_cidr: "10.43.0.0/16".into(),
+            node_port_range: "30000-32767".into(),
+            max_requests_inflight: 400,
+            max_mutating_requests_inflight: 200,
+            authorization_mode: "Node,RBAC".into(),
+            audit: Default::default(),
+            encryption: None,
+            authn: Default::default(),
+            admission_control_config_file: None,
+        }
+    }
 }
 
 /// A serving API server.
@@ -131,7 +159,14 @@ pub async fn start(opts: Options) -> Result<Running, StartError> {
     let modes = krate_auth::authz::modes::parse(&opts.authorization_mode)?;
     let authorization = Authorization::build(&modes, &registry);
     let escalation = EscalationCheck::new(authorization.rbac.clone(), authorization.authorizer.clone());
-    let admission = Arc::new(Chain::new(vec![Arc::new(NamespaceLifecycle::new(&registry)), Arc::new(escalation)]));
+    let admission_config = match &opts.admission_control_config_file {
+        Some(path) => AdmissionConfig::load(path).await.map_err(|e| StartError::Admission(e.to_string()))?,
+        None => AdmissionConfig::default(),
+    };
+    let admission = Arc::new(
+        Chain::standard(&registry, &admission_config, vec![("RBACEscalation", Arc::new(escalation))])
+            .map_err(|e| StartError::Admission(e.to_string()))?,
+    );
     let advertise_ip = local_address(opts.bind.ip());
     // Bound first: the advertised port is known only then (port 0 in tests).
     let std_listener = std::net::TcpListener::bind(opts.bind)
@@ -165,6 +200,14 @@ pub async fn start(opts: Options) -> Result<Running, StartError> {
     });
 
     bootstrap::system_namespaces(&registry).await.map_err(|e| StartError::Bootstrap(e.to_string()))?;
+    // As upstream, every watch cache starts with the server: a client that lists and
+    // then watches from that revision must not find a cache born after it (writes such
+    // as a namespace's default service account come in between).
+    for r in registry.table.all().iter().filter(|r| !r.is_virtual()) {
+        registry.cache(r);
+    }
+    // Pods need their namespace's default service account (ServiceAccount admission).
+    crate::namespace_defaults::spawn(registry.clone());
     let endpoint_ip =
         if opts.bind.ip().is_unspecified() { host_address().unwrap_or(advertise_ip) } else { opts.bind.ip() };
     bootstrap::kubernetes_service(&registry, &alloc, endpoint_ip, bound.port())

@@ -291,7 +291,9 @@ async fn pods_bind_once_add_ephemeral_containers_and_keep_their_spec() {
     assert_eq!(e.code, 422);
     assert!(e.message.contains("pod updates may not change fields other than"), "{}", e.message);
     let new_image = json!({"spec": {"containers": [{"name": "c", "image": "busybox:2"}]}});
-    let p2 = pods.patch("p", &PatchParams::default(), &Patch::Merge(new_image)).await.unwrap();
+    // Strategic: a merge patch would replace the container list and drop the mounts
+    // ServiceAccount admission added, which upstream refuses too.
+    let p2 = pods.patch("p", &PatchParams::default(), &Patch::Strategic(new_image)).await.unwrap();
     assert_eq!(p2.spec.unwrap().containers[0].image.as_deref(), Some("busybox:2"));
 
     // Ephemeral containers: added through their subresource, never changed afterwards.

@@ -4,7 +4,6 @@
 
 use std::collections::BTreeMap;
 use std::future::Future;
-use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -60,24 +59,10 @@ fn fast_options(path: &Path, reload: bool) -> EncryptionOptions {
 }
 
 async fn serve(dir: &Path, store: DynStore, encryption: Arc<Encryption>) -> Running {
-    start(Options {
-        data_dir: dir.to_path_buf(),
-        bind: SocketAddr::from(([127, 0, 0, 1], 0)),
-        anonymous_auth: true,
-        extra_sans: vec![],
-        store,
-        event_ttl: Duration::from_secs(60),
-        service_cidr: "10.43.0.0/16".into(),
-        node_port_range: "30000-32767".into(),
-        max_requests_inflight: 400,
-        max_mutating_requests_inflight: 200,
-        encryption: Some(encryption),
-        authorization_mode: "Node,RBAC".into(),
-        audit: Default::default(),
-        authn: Default::default(),
-    })
-    .await
-    .expect("server starts")
+    let mut opts = Options::new(dir.to_path_buf(), store);
+    opts.event_ttl = Duration::from_secs(60);
+    opts.encryption = Some(encryption);
+    start(opts).await.expect("server starts")
 }
 
 async fn sqlite(dir: &Path) -> DynStore {

@@ -87,7 +87,8 @@ async fn pods_are_defaulted_and_get_a_qos_class() {
     let guaranteed = create(
         &client,
         PODS,
-        json!({"metadata": {"name": "g"}, "spec": {"containers": [{
+        // No token volume: the merge patch below replaces the container list whole.
+        json!({"metadata": {"name": "g"}, "spec": {"automountServiceAccountToken": false, "containers": [{
         "name": "c", "image": "busybox:1.36", "ports": [{"containerPort": 8080}],
         "resources": {"limits": {"cpu": "1000m", "memory": "1024Mi"}}}]}}),
     )

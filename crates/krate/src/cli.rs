@@ -87,6 +87,10 @@ pub struct ServerArgs {
     /// Concurrent mutating requests before 429 (0: unlimited).
     #[arg(long, default_value_t = 200)]
     pub max_mutating_requests_inflight: usize,
+    /// AdmissionConfiguration (apiserver.config.k8s.io/v1) with the admission plugins'
+    /// settings, e.g. PodSecurity's defaults and exemptions.
+    #[arg(long)]
+    pub admission_control_config_file: Option<std::path::PathBuf>,
     /// How long Events are kept, in seconds (upstream's --event-ttl, 1h).
     #[arg(long, default_value_t = 3600)]
     pub event_ttl_seconds: u64,

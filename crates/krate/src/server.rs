@@ -42,6 +42,7 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
             api_audiences: args.api_audiences.clone(),
             service_account_jwks_uri: args.service_account_jwks_uri.clone(),
         },
+        admission_control_config_file: args.admission_control_config_file.clone(),
     })
     .await?;
     tracing::info!(

@@ -3,7 +3,6 @@
 
 #![allow(dead_code)]
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 
 use krate_apiserver::start::{Options, Running, start};
@@ -24,22 +23,8 @@ impl TestServer {
         let dir = tempfile::tempdir().expect("temp dir");
         let db = dir.path().join("state.db");
         let store = SqliteStore::open(SqliteConfig::new(db)).await.expect("open store");
-        let mut options = Options {
-            data_dir: dir.path().to_path_buf(),
-            bind: SocketAddr::from(([127, 0, 0, 1], 0)),
-            anonymous_auth: true,
-            extra_sans: vec![],
-            store: Arc::new(store),
-            event_ttl: std::time::Duration::from_secs(2),
-            service_cidr: "10.43.0.0/16".into(),
-            node_port_range: "30000-32767".into(),
-            max_requests_inflight: 400,
-            max_mutating_requests_inflight: 200,
-            authorization_mode: "Node,RBAC".into(),
-            audit: Default::default(),
-            encryption: None,
-            authn: Default::default(),
-        };
+        let mut options = Options::new(dir.path().to_path_buf(), Arc::new(store));
+        options.event_ttl = std::time::Duration::from_secs(2);
         tweak(&mut options);
         let running = start(options).await.expect("server starts");
         TestServer { running, dir }
