@@ -114,15 +114,18 @@ impl Chain {
                 .map_err(|message| ChainError::Config { plugin: "PodSecurity", message })?,
             None => PodSecurityConfig::default(),
         };
-        let mut plugins: Vec<(&'static str, Arc<dyn Admission>)> =
-            vec![("NamespaceLifecycle", Arc::new(NamespaceLifecycle::new(registry)))];
-        plugins.extend(validators);
-        plugins.extend([
+        let mut chain = Chain::ordered(vec![
+            ("NamespaceLifecycle", Arc::new(NamespaceLifecycle::new(registry)) as Arc<dyn Admission>),
             ("ServiceAccount", Arc::new(ServiceAccount::new(registry)) as Arc<dyn Admission>),
             ("NodeRestriction", Arc::new(NodeRestriction::new(registry))),
             ("PodSecurity", Arc::new(PodSecurity::new(registry, pod_security))),
-        ]);
-        Chain::ordered(plugins)
+        ])?;
+        // Not upstream admission plugins (RBAC's check lives in its registry there), so
+        // outside the ordered list: right after NamespaceLifecycle.
+        for (i, v) in validators.into_iter().enumerate() {
+            chain.plugins.insert(1 + i, v);
+        }
+        Ok(chain)
     }
 }
 

@@ -300,27 +300,13 @@ impl ApiServer {
         info: &RequestInfo,
         audit: Option<&crate::audit::RequestAudit>,
     ) -> Result<UserInfo, ApiError> {
-        let user = match caller {
+        let authenticated = match caller {
             Caller::Trusted(user) => user,
             Caller::Remote { client_certs, .. } => {
                 let creds = Credentials { client_certs: &client_certs, headers };
                 match self.authenticator.authenticate(&creds).await {
-                    Ok(Some(authenticated)) => {
-                        krate_auth::authn::impersonate::impersonate(
-                            authenticated.user,
-                            headers,
-                            self.authorizer.as_ref(),
-                        )
-                        .await?
-                    }
-                    Ok(None) if self.config.anonymous_auth => {
-                        krate_auth::authn::impersonate::impersonate(
-                            UserInfo::anonymous(),
-                            headers,
-                            self.authorizer.as_ref(),
-                        )
-                        .await?
-                    }
+                    Ok(Some(authenticated)) => authenticated.user,
+                    Ok(None) if self.config.anonymous_auth => UserInfo::anonymous(),
                     Ok(None) => return Err(ApiError::unauthorized()),
                     Err(e) => {
                         tracing::debug!(error = %e, path = %info.path, "authentication failed");
@@ -329,8 +315,18 @@ impl ApiServer {
                 }
             }
         };
+        // Audit names the authenticated user (its policy matches on them, as upstream)
+        // and, when the request impersonates, whom it acts as.
         if let Some(a) = audit {
-            a.authenticated(info, &user);
+            a.authenticated(info, &authenticated);
+        }
+        let impersonating = krate_auth::authn::impersonate::requested(headers);
+        let user =
+            krate_auth::authn::impersonate::impersonate(authenticated, headers, self.authorizer.as_ref()).await?;
+        if let Some(a) = audit
+            && impersonating
+        {
+            a.set_impersonated_user(&user);
         }
         let subresource = info.subresource.as_deref().unwrap_or("");
         let attrs = authz::Attributes {

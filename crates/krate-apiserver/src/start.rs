@@ -107,8 +107,9 @@ pub struct Running {
     pub kubeconfig_path: PathBuf,
     pub server: Arc<ApiServer>,
     pub pki: Pki,
-    /// The cluster's join token (a bootstrap token), kept in DATA_DIR/token.
-    pub join_token: String,
+    /// The cluster's join token (a bootstrap token), kept in DATA_DIR/token; None when
+    /// it could not be stored (the store refused it, e.g. its KMS is down).
+    pub join_token: Option<String>,
     pub task: JoinHandle<()>,
 }
 
@@ -214,9 +215,15 @@ pub async fn start(opts: Options) -> Result<Running, StartError> {
         .await
         .map_err(|e| StartError::Bootstrap(e.to_string()))?;
     authz::bootstrap(&registry, &authorization, admission).await?;
-    let join_token = krate_auth::authn::bootstrap::ensure_join_token(&registry, &opts.data_dir.join("token"))
-        .await
-        .map_err(|e| StartError::Bootstrap(e.to_string()))?;
+    // Without the token the server still serves; nodes cannot join until a restart.
+    let join_token =
+        match krate_auth::authn::bootstrap::ensure_join_token(&registry, &opts.data_dir.join("token")).await {
+            Ok(token) => Some(token),
+            Err(error) => {
+                tracing::error!(%error, "the join token could not be stored; nodes cannot join with it");
+                None
+            }
+        };
     server.set_ready();
 
     let kubeconfig = pki.kubeconfig(&url, &pki.admin, "admin");

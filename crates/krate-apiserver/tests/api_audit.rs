@@ -425,3 +425,23 @@ async fn the_webhook_gets_batched_event_lists_and_retries() {
     assert_eq!(creates, ["w0", "w1", "w2"], "each event once, the failed batch retried");
     assert!(posts.load(std::sync::atomic::Ordering::SeqCst) >= 2, "the first POST failed and was retried");
 }
+
+#[tokio::test]
+async fn impersonated_requests_name_both_users() {
+    let tmp = tempfile::tempdir().unwrap();
+    let policy = "apiVersion: audit.k8s.io/v1\nkind: Policy\nrules:\n- level: Metadata\n  users: [\"system:admin\"]\n- level: None\n";
+    let (opts, log) = audit_options(tmp.path(), policy);
+    let srv = TestServer::start_with(|o| o.audit = opts).await;
+    // The admin acts as bob (in group devs); the policy matches the admin, as upstream.
+    let mut config = srv.config().await;
+    config.auth_info.impersonate = Some("bob".into());
+    config.auth_info.impersonate_groups = Some(vec!["devs".into()]);
+    let bob: Api<ConfigMap> = Api::namespaced(kube::Client::try_from(config).unwrap(), "default");
+    assert!(bob.get("anything").await.is_err(), "bob may not read config maps");
+    let events = events_when(&log, |evs| evs.iter().any(|e| e["stage"] == "ResponseComplete")).await;
+    let e = events.iter().find(|e| e["stage"] == "ResponseComplete").unwrap();
+    assert_eq!(e["user"]["username"], "system:admin");
+    assert_eq!(e["impersonatedUser"]["username"], "bob");
+    assert!(e["impersonatedUser"]["groups"].as_array().unwrap().contains(&json!("devs")));
+    assert_eq!(e["responseStatus"]["code"], 403);
+}

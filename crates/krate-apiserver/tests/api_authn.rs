@@ -166,7 +166,7 @@ async fn bootstrap_tokens_authenticate_until_expired_or_deleted() {
     let srv = TestServer::start().await;
     let admin = srv.client().await;
     // The join token made at start, kept in DATA_DIR/token.
-    let join = srv.running.join_token.clone();
+    let join = srv.running.join_token.clone().expect("a join token");
     let on_disk = std::fs::read_to_string(srv.dir.path().join("token")).unwrap();
     assert_eq!(on_disk.trim(), join);
     use std::os::unix::fs::PermissionsExt;
@@ -337,13 +337,8 @@ async fn pod_bound_tokens_end_with_the_pod() {
     assert_eq!(me["extra"]["authentication.kubernetes.io/pod-name"], json!(["w"]));
     assert_eq!(me["extra"]["authentication.kubernetes.io/pod-uid"], json!([pod["metadata"]["uid"]]));
 
-    // A pod of another account, a stale uid.
-    create(
-        &admin,
-        "/api/v1/namespaces/default/serviceaccounts",
-        json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default"}}),
-    )
-    .await;
+    // A pod of another account (the namespace's "default", which the server creates), a
+    // stale uid.
     let wrong_sa = json!({"boundObjectRef": {"kind": "Pod", "apiVersion": "v1", "name": "w"}});
     match token_request(&admin, "default", "default", wrong_sa).await {
         Err(kube::Error::Api(e)) => {
@@ -420,7 +415,10 @@ async fn legacy_secret_tokens_are_filled_and_tracked() {
 #[tokio::test]
 async fn oidc_discovery_is_public_and_names_the_signing_key() {
     let srv = TestServer::start().await;
-    let anon = srv.anonymous().await;
+    // Upstream's default RBAC opens discovery to service accounts, not to anonymous users.
+    let refused = srv.anonymous().await.request::<Value>(get("/.well-known/openid-configuration")).await;
+    assert!(matches!(refused, Err(kube::Error::Api(ref e)) if e.code == 403), "{refused:?}");
+    let anon = srv.client().await;
     let conf: Value = anon.request(get("/.well-known/openid-configuration")).await.unwrap();
     assert_eq!(conf["issuer"], "https://kubernetes.default.svc.cluster.local");
     assert_eq!(conf["jwks_uri"], format!("{}/openid/v1/jwks", srv.running.url));

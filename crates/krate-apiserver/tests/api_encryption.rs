@@ -233,7 +233,7 @@ fn kms_v2_restart_asks_once_per_dek_and_rotation_reencrypts_on_replace() {
         let c = client(&running).await;
         let secrets: Api<Secret> = Api::namespaced(c.clone(), "default");
         let all: Api<Secret> = Api::all(c.clone());
-        let list = all.list(&ListParams::default()).await.unwrap();
+        let list = secrets.list(&ListParams::default()).await.unwrap();
         assert_eq!(list.items.len(), N);
         assert!(list.items.iter().all(|s| s.data.as_ref().unwrap()["password"].0 == PLAIN));
         for i in 0..N {
@@ -260,7 +260,8 @@ fn kms_v2_restart_asks_once_per_dek_and_rotation_reencrypts_on_replace() {
         // `kubectl get secrets -A -o json | kubectl replace -f -`, unchanged objects.
         for s in all.list(&ListParams::default()).await.unwrap().items {
             let name = s.metadata.name.clone().unwrap();
-            let replaced = secrets.replace(&name, &PostParams::default(), &s).await.unwrap();
+            let ns: Api<Secret> = Api::namespaced(c.clone(), s.metadata.namespace.as_deref().unwrap());
+            let replaced = ns.replace(&name, &PostParams::default(), &s).await.unwrap();
             assert_ne!(replaced.metadata.resource_version, s.metadata.resource_version, "stale value rewritten");
         }
         for i in 0..N {

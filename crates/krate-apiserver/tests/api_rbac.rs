@@ -308,11 +308,16 @@ async fn nodes_read_only_what_their_pods_use() {
     let msg =
         forbidden_message(&n1, "GET", "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/n2", None).await;
     assert!(msg.ends_with("can only access node lease with the same name as the requesting node"), "{msg}");
-    // Tokens for the service accounts of its pods only (authorized: the handler decides).
-    assert_ne!(
-        code(&n1, "POST", "/api/v1/namespaces/default/serviceaccounts/default/token", Some(json!({"spec": {}}))).await,
-        403
-    );
+    // Tokens for the service accounts of its pods: authorized, then NodeRestriction
+    // admission wants them bound to one of its pods.
+    let msg = forbidden_message(
+        &n1,
+        "POST",
+        "/api/v1/namespaces/default/serviceaccounts/default/token",
+        Some(json!({"spec": {}})),
+    )
+    .await;
+    assert!(msg.contains("node requested token not bound to a pod"), "{msg}");
     assert_eq!(
         code(&n2, "POST", "/api/v1/namespaces/default/serviceaccounts/default/token", Some(json!({"spec": {}}))).await,
         403

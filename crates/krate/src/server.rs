@@ -53,7 +53,9 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
     );
     let _controllers = if args.disable_controller_manager { None } else { Some(crate::controllers::start(&running)) };
     // Nodes join with this token (`krate agent --token`).
-    tracing::info!(path = %args.data_dir.join("token").display(), token = running.join_token, "join token");
+    if let Some(token) = &running.join_token {
+        tracing::info!(path = %args.data_dir.join("token").display(), token, "join token");
+    }
     if !args.disable_agent {
         tracing::warn!("the node agent is not available yet in this version of krate: running the control plane only");
     }

@@ -89,35 +89,11 @@ impl Auditor {
     }
 }
 
-/// A Go duration as upstream's flags take them: "30s", "500ms", "1m30s", "2h".
+/// A Go duration as upstream's flags take them: "30s", "500ms", "1m30s", "2h"
+/// (krate-api's parser, the one protobuf Durations use); negative ones are refused.
 pub fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
-    let bad = || format!("invalid duration {s:?}");
-    let mut total = std::time::Duration::ZERO;
-    let mut rest = s.trim();
-    if rest == "0" {
-        return Ok(total);
-    }
-    if rest.is_empty() {
-        return Err(bad());
-    }
-    while !rest.is_empty() {
-        let digits = rest.find(|c: char| !(c.is_ascii_digit() || c == '.')).ok_or_else(bad)?;
-        let n: f64 = rest[..digits].parse().map_err(|_| bad())?;
-        rest = &rest[digits..];
-        let unit_len = rest.find(|c: char| c.is_ascii_digit() || c == '.').unwrap_or(rest.len());
-        let secs = match &rest[..unit_len] {
-            "ns" => 1e-9,
-            "us" | "µs" => 1e-6,
-            "ms" => 1e-3,
-            "s" => 1.0,
-            "m" => 60.0,
-            "h" => 3600.0,
-            _ => return Err(bad()),
-        };
-        total += std::time::Duration::from_secs_f64(n * secs);
-        rest = &rest[unit_len..];
-    }
-    Ok(total)
+    let nanos = krate_api::protobuf::transcode::parse_go_duration(s.trim()).map_err(|e| e.0)?;
+    u64::try_from(nanos).map(std::time::Duration::from_nanos).map_err(|_| format!("invalid duration {s:?}"))
 }
 
 /// The message of a caught panic.
