@@ -27,7 +27,7 @@ pub enum LogFormat {
 #[derive(Subcommand, Debug)]
 pub enum Command {
     /// Run a control plane (API server, controllers, scheduler) and, unless disabled, a node agent.
-    Server(ServerArgs),
+    Server(Box<ServerArgs>),
     /// Join this machine to a cluster as a node.
     Agent(AgentArgs),
     /// Manage container images on this node.
