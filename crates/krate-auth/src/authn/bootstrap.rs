@@ -148,7 +148,7 @@ pub async fn ensure_join_token(registry: &Registry, path: &Path) -> Result<Strin
     let token = if token.is_empty() {
         let t = format!("{}.{}", random(6), random(16));
         let (p, contents) = (path.to_path_buf(), format!("{t}\n"));
-        tokio::task::spawn_blocking(move || write_private(&p, &contents))
+        tokio::task::spawn_blocking(move || super::jwt::write_private(&p, &contents))
             .await
             .map_err(|e| io(std::io::Error::other(e)))?
             .map_err(io)?;
@@ -170,16 +170,6 @@ pub async fn ensure_join_token(registry: &Registry, path: &Path) -> Result<Strin
         Err(e) => return Err(JoinTokenError::Api(e.message)),
     }
     Ok(token)
-}
-
-fn write_private(path: &Path, contents: &str) -> std::io::Result<()> {
-    use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
-    let tmp = path.with_extension("tmp");
-    let mut f = std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(&tmp)?;
-    f.write_all(contents.as_bytes())?;
-    f.sync_all()?;
-    std::fs::rename(&tmp, path)
 }
 
 #[cfg(test)]

@@ -172,7 +172,8 @@ fn pem(label: &str, der: &[u8]) -> String {
     out
 }
 
-fn write_private(path: &Path, contents: &str) -> std::io::Result<()> {
+/// Writes a file only its owner can read (keys, tokens), atomically.
+pub(crate) fn write_private(path: &Path, contents: &str) -> std::io::Result<()> {
     use std::io::Write;
     use std::os::unix::fs::OpenOptionsExt;
     if let Some(dir) = path.parent() {
