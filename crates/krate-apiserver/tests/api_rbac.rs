@@ -8,38 +8,10 @@ mod common;
 use std::future::Future;
 use std::time::Duration;
 
-use common::TestServer;
-use kube::config::Kubeconfig;
+use common::{TestServer, call, code};
 use serde_json::{Value, json};
 
 const WAIT: Duration = Duration::from_secs(10);
-
-async fn user_client(srv: &TestServer, user: &str, groups: &[&str]) -> kube::Client {
-    let cert = srv.running.pki.issue_client(user, groups).expect("client certificate");
-    let yaml = srv.running.pki.kubeconfig(&srv.running.url, &cert, user);
-    let kc = Kubeconfig::from_yaml(&yaml).expect("kubeconfig");
-    let cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default()).await.expect("config");
-    kube::Client::try_from(cfg).expect("client")
-}
-
-async fn call(c: &kube::Client, method: &str, path: &str, body: Option<Value>) -> Result<Value, kube::Error> {
-    let req = http::Request::builder()
-        .method(method)
-        .uri(path)
-        .header("content-type", "application/json")
-        .body(body.map(|b| serde_json::to_vec(&b).unwrap()).unwrap_or_default())
-        .unwrap();
-    c.request::<Value>(req).await
-}
-
-/// The status code of a call: 200/201 for success, else the error's code.
-async fn code(c: &kube::Client, method: &str, path: &str, body: Option<Value>) -> u16 {
-    match call(c, method, path, body).await {
-        Ok(_) => 200,
-        Err(kube::Error::Api(e)) => e.code,
-        Err(e) => panic!("{method} {path}: {e}"),
-    }
-}
 
 async fn forbidden_message(c: &kube::Client, method: &str, path: &str, body: Option<Value>) -> String {
     match call(c, method, path, body).await {
@@ -165,7 +137,7 @@ async fn a_namespaced_role_allows_its_rules_in_its_namespace_only() {
         binding("RoleBinding", "jane-reads", "Role", "pod-reader", user_subject("jane")),
     )
     .await;
-    let jane = user_client(&srv, "jane", &["devs"]).await;
+    let jane = srv.user_client("jane", &["devs"]).await;
     eventually("jane may list pods in team", || async {
         code(&jane, "GET", "/api/v1/namespaces/team/pods", None).await == 200
     })
@@ -249,8 +221,8 @@ async fn service_accounts_are_subjects_by_namespace_and_name() {
     .await;
     // One group per certificate: the PKI's subject keeps a single O.
     let groups = ["system:serviceaccounts"];
-    let bot = user_client(&srv, "system:serviceaccount:apps:bot", &groups).await;
-    let other = user_client(&srv, "system:serviceaccount:apps:other", &groups).await;
+    let bot = srv.user_client("system:serviceaccount:apps:bot", &groups).await;
+    let other = srv.user_client("system:serviceaccount:apps:other", &groups).await;
     eventually("the bot views deployments", || async {
         code(&bot, "GET", "/apis/apps/v1/namespaces/apps/deployments", None).await == 200
     })
@@ -285,8 +257,8 @@ async fn nodes_read_only_what_their_pods_use() {
         },
     });
     create(&admin, "/api/v1/namespaces/default/pods", pod).await;
-    let n1 = user_client(&srv, "system:node:n1", &["system:nodes"]).await;
-    let n2 = user_client(&srv, "system:node:n2", &["system:nodes"]).await;
+    let n1 = srv.user_client("system:node:n1", &["system:nodes"]).await;
+    let n2 = srv.user_client("system:node:n2", &["system:nodes"]).await;
     eventually("n1 reads the secret its pod mounts", || async {
         code(&n1, "GET", "/api/v1/namespaces/default/secrets/used", None).await == 200
     })
@@ -356,7 +328,7 @@ async fn granting_permissions_one_does_not_hold_is_refused() {
         binding("RoleBinding", "delegate", "Role", "delegate", user_subject("dana")),
     )
     .await;
-    let dana = user_client(&srv, "dana", &[]).await;
+    let dana = srv.user_client("dana", &[]).await;
     let roles = format!("{RBAC}/namespaces/team/roles");
     let readers = role("readers", json!([{"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]}]));
     eventually("dana may grant what she holds", || async {
@@ -494,7 +466,7 @@ async fn access_reviews_answer_for_users_and_for_oneself() {
     assert_eq!(answer["status"]["allowed"], true, "{answer}");
 
     // jane asks for herself; she may not ask about others.
-    let jane = user_client(&srv, "jane", &[]).await;
+    let jane = srv.user_client("jane", &[]).await;
     let self_review = |verb: &str| json!({"spec": {"resourceAttributes": {"namespace": "team", "verb": verb, "resource": "secrets"}}});
     let ssar = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews";
     assert_eq!(call(&jane, "POST", ssar, Some(self_review("create"))).await.unwrap()["status"]["allowed"], true);
