@@ -30,6 +30,10 @@ async fn impersonating(srv: &TestServer, base: Option<(&str, &[&str])>, user: &s
     kube::Client::try_from(cfg).expect("client")
 }
 
+/// What is asked, method, path, body, and the expected code per identity (in the order
+/// of the identities in the test).
+type Row<'a> = (&'a str, &'a str, &'a str, Option<&'a Value>, [u16; 7]);
+
 async fn setup(admin: &kube::Client) -> String {
     let post = |path: &'static str, body: Value| async move {
         call(admin, "POST", path, Some(body)).await.unwrap_or_else(|e| panic!("POST {path}: {e}"))
@@ -89,8 +93,7 @@ async fn identities_by_requests_allow_and_deny_as_upstream() {
         ("dana-as-admin", impersonating(&srv, Some(("dana", &["devs"])), "system:admin").await),
     ];
     let cm = json!({"metadata": {"generateName": "m-"}});
-    // (what, method, path, body, expected code per identity in the order above)
-    let rows: Vec<(&str, &str, &str, Option<&Value>, [u16; 7])> = vec![
+    let rows: Vec<Row> = vec![
         ("version", "GET", "/version", None, [200, 200, 200, 200, 200, 200, 403]),
         ("discovery", "GET", "/api", None, [200, 200, 200, 200, 403, 200, 403]),
         (
