@@ -3,6 +3,8 @@
 
 use std::collections::HashMap;
 
+use krate_api::user::UserInfo;
+
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct RequestInfo {
     pub is_resource: bool,
@@ -16,6 +18,24 @@ pub struct RequestInfo {
     pub resource: String,
     pub subresource: Option<String>,
     pub name: Option<String>,
+}
+
+impl RequestInfo {
+    /// The request as authorizers (and audit policies) see it, asked by `user`.
+    pub fn attributes<'a>(&'a self, user: &'a UserInfo) -> krate_auth::authz::Attributes<'a> {
+        krate_auth::authz::Attributes {
+            user,
+            verb: &self.verb,
+            resource_request: self.is_resource,
+            path: &self.path,
+            namespace: self.namespace.as_deref().unwrap_or(""),
+            api_group: &self.group,
+            api_version: &self.version,
+            resource: &self.resource,
+            subresource: self.subresource.as_deref().unwrap_or(""),
+            name: self.name.as_deref().unwrap_or(""),
+        }
+    }
 }
 
 /// Subresources of a namespace, which are not namespaced resources of their own.

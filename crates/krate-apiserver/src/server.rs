@@ -328,19 +328,7 @@ impl ApiServer {
         {
             a.set_impersonated_user(&user);
         }
-        let subresource = info.subresource.as_deref().unwrap_or("");
-        let attrs = authz::Attributes {
-            user: &user,
-            verb: &info.verb,
-            resource_request: info.is_resource,
-            path: &info.path,
-            namespace: info.namespace.as_deref().unwrap_or(""),
-            api_group: &info.group,
-            api_version: &info.version,
-            resource: &info.resource,
-            subresource,
-            name: info.name.as_deref().unwrap_or(""),
-        };
+        let attrs = info.attributes(&user);
         let decision = self.authorizer.authorize(&attrs).await;
         if let Some(a) = audit {
             match &decision {

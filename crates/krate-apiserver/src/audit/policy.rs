@@ -6,8 +6,6 @@ use std::collections::BTreeSet;
 
 use serde::{Deserialize, Serialize};
 
-use krate_api::user::UserInfo;
-
 #[derive(Debug, thiserror::Error)]
 pub enum PolicyError {
     #[error("reading the audit policy {path}: {source}")]
@@ -113,18 +111,9 @@ pub struct RequestConfig {
     pub omit_managed_fields: bool,
 }
 
-/// The request attributes rules match on.
-pub struct Attributes<'a> {
-    pub user: &'a UserInfo,
-    pub verb: &'a str,
-    pub resource_request: bool,
-    pub path: &'a str,
-    pub namespace: &'a str,
-    pub api_group: &'a str,
-    pub resource: &'a str,
-    pub subresource: &'a str,
-    pub name: &'a str,
-}
+/// The request attributes rules match on: the authorizers' (upstream's audit policy
+/// matches on authorizer.Attributes too).
+pub use krate_auth::authz::Attributes;
 
 impl Policy {
     /// Parses a policy file's contents (YAML or JSON; JSON is YAML).
@@ -249,6 +238,7 @@ fn matches_resource(r: &PolicyRule, a: &Attributes<'_>) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use krate_api::user::UserInfo;
 
     fn user(name: &str, groups: &[&str]) -> UserInfo {
         UserInfo { name: name.into(), groups: groups.iter().map(|g| g.to_string()).collect(), ..Default::default() }
@@ -269,6 +259,7 @@ mod tests {
             path: "/api/v1/x",
             namespace: ns,
             api_group: group,
+            api_version: "v1",
             resource: r,
             subresource: sub,
             name: "n1",
@@ -355,6 +346,7 @@ rules:
             path,
             namespace: "",
             api_group: "",
+            api_version: "",
             resource: "",
             subresource: "",
             name: "",

@@ -14,7 +14,7 @@ use krate_api::audit::AuditAnnotations;
 use krate_api::user::UserInfo;
 
 use super::event::{self, Event, EventUser, ObjectRef};
-use super::policy::{self, Level, RequestConfig, Stage};
+use super::policy::{Level, RequestConfig, Stage};
 use super::{Auditor, metrics};
 use crate::body::{self, Body};
 use crate::request::RequestInfo;
@@ -62,7 +62,7 @@ impl RequestAudit {
 
     /// Authentication is done: the policy decides the level; RequestReceived is written.
     pub fn authenticated(&self, info: &RequestInfo, user: &UserInfo) {
-        let config = self.auditor.policy.evaluate(&policy_attributes(info, user));
+        let config = self.auditor.policy.evaluate(&info.attributes(user));
         let mut st = self.state.lock();
         st.event.verb = info.verb.clone();
         st.event.user = EventUser::from(user);
@@ -160,7 +160,7 @@ impl RequestAudit {
     fn failed_authentication(&self, info: &RequestInfo, code: u16) {
         let attempted = std::mem::take(&mut self.state.lock().attempted);
         let nobody = UserInfo::default();
-        let config = self.auditor.policy.evaluate(&policy_attributes(info, &nobody));
+        let config = self.auditor.policy.evaluate(&info.attributes(&nobody));
         {
             let mut st = self.state.lock();
             st.event.verb = info.verb.clone();
@@ -174,20 +174,6 @@ impl RequestAudit {
         };
         let status = serde_json::json!({"metadata": {}, "code": code, "message": message});
         self.emit(Stage::ResponseStarted, Some((status, None)));
-    }
-}
-
-fn policy_attributes<'a>(info: &'a RequestInfo, user: &'a UserInfo) -> policy::Attributes<'a> {
-    policy::Attributes {
-        user,
-        verb: &info.verb,
-        resource_request: info.is_resource,
-        path: &info.path,
-        namespace: info.namespace.as_deref().unwrap_or(""),
-        api_group: &info.group,
-        resource: &info.resource,
-        subresource: info.subresource.as_deref().unwrap_or(""),
-        name: info.name.as_deref().unwrap_or(""),
     }
 }
 
