@@ -461,9 +461,17 @@ pub fn cluster_roles() -> Vec<Role> {
 /// The controllers' roles (system:controller:NAME), each bound to the service account
 /// kube-system/NAME. Only the controllers krate runs or will run.
 fn controller_roles() -> Vec<Role> {
+    // Upstream gives every controller role the events rule but these three.
+    const WITHOUT_EVENTS: [&str; 3] = [
+        "system:controller:clusterrole-aggregation-controller",
+        "system:controller:namespace-controller",
+        "system:controller:pod-garbage-collector",
+    ];
     let c = |name: &'static str, rules: Vec<PolicyRule>| {
         let mut rules = rules;
-        rules.push(events_rule());
+        if !WITHOUT_EVENTS.contains(&name) {
+            rules.push(events_rule());
+        }
         cluster_role(name, rules)
     };
     vec![
@@ -556,7 +564,7 @@ fn controller_roles() -> Vec<Role> {
             ],
         ),
         c(
-            "system:controller:garbage-collector",
+            "system:controller:generic-garbage-collector",
             vec![r(&["get", "list", "watch", "patch", "update", "delete"], &["*"], &["*"])],
         ),
         c(
@@ -575,14 +583,8 @@ fn controller_roles() -> Vec<Role> {
                 r(&["get", "list", "create", "update", "delete"], &[DISCOVERY], &["endpointslices"]),
             ],
         ),
-        c(
-            "system:controller:service-account-controller",
-            vec![r(&["create"], &[CORE], &["serviceaccounts"]), events_rule()],
-        ),
-        c(
-            "system:controller:root-ca-cert-publisher",
-            vec![r(&["create", "update"], &[CORE], &["configmaps"]), events_rule()],
-        ),
+        c("system:controller:service-account-controller", vec![r(&["create"], &[CORE], &["serviceaccounts"])]),
+        c("system:controller:root-ca-cert-publisher", vec![r(&["create", "update"], &[CORE], &["configmaps"])]),
         c(
             "system:controller:node-controller",
             vec![
