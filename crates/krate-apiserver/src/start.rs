@@ -185,7 +185,12 @@ pub async fn start(opts: Options) -> Result<Running, StartError> {
     let server = Arc::new(ApiServer::new(registry.clone(), admission.clone(), auth, config));
     authz::register_reviews(&server, &authorization);
     authn.register(&server);
-    if let Some(auditor) = crate::audit::Auditor::start(&opts.audit)? {
+    // Reads the policy and opens the log: file I/O, off the async workers.
+    let audit_opts = opts.audit.clone();
+    let auditor = tokio::task::spawn_blocking(move || crate::audit::Auditor::start(&audit_opts))
+        .await
+        .map_err(|e| StartError::Io(e.to_string()))??;
+    if let Some(auditor) = auditor {
         server.set_auditor(auditor);
     }
     // Built-in CSR signers (upstream's csrsigning controller); ends with the runtime.
