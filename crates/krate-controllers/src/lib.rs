@@ -16,6 +16,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 pub use error::Error;
+pub use krate_client::{Informer, Informers};
 
 /// The clients one controller works through. As upstream's kube-controller-manager with
 /// --use-service-account-credentials: watches and reads (upstream's shared informers) as
@@ -30,15 +31,35 @@ pub struct Clients {
 pub type ClientFor = Arc<dyn Fn(&str) -> Clients + Send + Sync>;
 
 /// What the controllers need from their surroundings.
+#[derive(Clone, Default)]
 pub struct Settings {
     /// PEM of the cluster CA, published in every namespace as kube-root-ca.crt.
     pub root_ca_pem: String,
 }
 
+/// What every controller is built from: its clients, the controller manager's shared
+/// informers (one watch per kind for all controllers, as upstream's informer factory)
+/// and the settings.
+#[derive(Clone)]
+pub struct Context {
+    pub client_for: ClientFor,
+    pub informers: Arc<Informers>,
+    pub settings: Settings,
+}
+
+impl Context {
+    /// Informers read as the controller manager itself (`client_for(..).read`).
+    pub fn new(client_for: ClientFor, settings: Settings) -> Context {
+        let informers = Informers::new(client_for("informers").read);
+        Context { client_for, informers, settings }
+    }
+}
+
 type Loop = Pin<Box<dyn Future<Output = ()> + Send>>;
 
 /// Every controller's loop, to be run (and dropped to stop them) by the caller.
-pub fn all(client_for: &ClientFor, settings: &Settings) -> Vec<(&'static str, Loop)> {
+pub fn all(ctx: &Context) -> Vec<(&'static str, Loop)> {
+    let (client_for, settings) = (&ctx.client_for, &ctx.settings);
     vec![
         ("serviceaccount", Box::pin(serviceaccount::run(client_for("service-account-controller")))),
         (
@@ -50,8 +71,8 @@ pub fn all(client_for: &ClientFor, settings: &Settings) -> Vec<(&'static str, Lo
 }
 
 /// Runs every controller until the returned task is aborted.
-pub fn spawn_all(client_for: ClientFor, settings: Settings) -> tokio::task::JoinHandle<()> {
-    let loops = all(&client_for, &settings);
+pub fn spawn_all(ctx: Context) -> tokio::task::JoinHandle<()> {
+    let loops = all(&ctx);
     tokio::spawn(async move {
         let handles: Vec<_> = loops
             .into_iter()
@@ -71,6 +92,7 @@ pub fn spawn_all(client_for: ClientFor, settings: Settings) -> tokio::task::Join
         }
         let guard = AbortAll(handles);
         futures::future::pending::<()>().await;
-        drop(guard);
+        // The informers live as long as the loops that read them.
+        drop((guard, ctx));
     })
 }

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use krate_api::user::UserInfo;
 use krate_apiserver::inprocess::InProcess;
 use krate_apiserver::start::Running;
-use krate_controllers::{ClientFor, Clients, Settings};
+use krate_controllers::{ClientFor, Clients, Context, Settings};
 
 /// Upstream's identity for a controller: kube-system's service account of that name.
 pub fn identity(controller: &str) -> UserInfo {
@@ -36,7 +36,7 @@ pub fn start(running: &Running) -> AbortOnDrop {
         write: kube::Client::new(InProcess::new(server.clone(), identity(name)), "default"),
     });
     let settings = Settings { root_ca_pem: running.pki.ca.cert_pem.clone() };
-    AbortOnDrop(krate_controllers::spawn_all(client_for, settings))
+    AbortOnDrop(krate_controllers::spawn_all(Context::new(client_for, settings)))
 }
 
 pub struct AbortOnDrop(tokio::task::JoinHandle<()>);
