@@ -9,31 +9,17 @@ use krate_apiserver::inprocess::InProcess;
 use krate_apiserver::start::Running;
 use krate_controllers::{ClientFor, Clients, Context, Settings};
 
-/// Upstream's identity for a controller: kube-system's service account of that name.
-pub fn identity(controller: &str) -> UserInfo {
-    UserInfo {
-        name: format!("system:serviceaccount:kube-system:{controller}"),
-        groups: vec![
-            "system:serviceaccounts".into(),
-            "system:serviceaccounts:kube-system".into(),
-            "system:authenticated".into(),
-        ],
-        ..Default::default()
-    }
-}
-
 /// Starts every controller; dropping the handle stops them.
 pub fn start(running: &Running) -> AbortOnDrop {
     let server = running.server.clone();
     // Reads and watches as the controller manager (upstream's shared informers).
-    let manager = UserInfo {
-        name: "system:kube-controller-manager".into(),
-        groups: vec!["system:authenticated".into()],
-        ..Default::default()
-    };
+    let manager = UserInfo::component("system:kube-controller-manager");
     let client_for: ClientFor = Arc::new(move |name: &str| Clients {
         read: kube::Client::new(InProcess::new(server.clone(), manager.clone()), "default"),
-        write: kube::Client::new(InProcess::new(server.clone(), identity(name)), "default"),
+        write: kube::Client::new(
+            InProcess::new(server.clone(), UserInfo::service_account("kube-system", name)),
+            "default",
+        ),
     });
     let settings = Settings { root_ca_pem: running.pki.ca.cert_pem.clone() };
     AbortOnDrop(krate_controllers::spawn_all(Context::new(client_for, settings)))

@@ -1,0 +1,143 @@
+//! A test cluster for behaviour tests of the control loops: a real API server on a
+//! fresh SQLite store (HTTPS for the test's own admin client), the chosen controllers
+//! as kube-rs clients over the in-process transport with their own identities (as in
+//! `krate server`), and simulated nodes.
+//!
+//! ```ignore
+//! let mut cluster = TestCluster::start().await;
+//! cluster.controllers(&["deployment", "replicaset"]);
+//! let nodes = cluster.simulated_nodes(3).await;
+//! let client = cluster.admin().await;
+//! ```
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use krate_agent::simulated;
+use krate_api::user::UserInfo;
+use krate_apiserver::inprocess::InProcess;
+use krate_apiserver::start::{Options, Running, start};
+use krate_controllers::{ClientFor, Clients, Context, Settings};
+use krate_store::sqlite::{SqliteConfig, SqliteStore};
+
+pub struct TestCluster {
+    pub running: Running,
+    pub dir: tempfile::TempDir,
+    /// Controllers, simulated nodes and other loops started for this test; dropped with it.
+    loops: Vec<tokio::task::JoinHandle<()>>,
+    simulated: Vec<simulated::Running>,
+}
+
+impl Drop for TestCluster {
+    fn drop(&mut self) {
+        for task in &self.loops {
+            task.abort();
+        }
+    }
+}
+
+impl TestCluster {
+    pub async fn start() -> TestCluster {
+        Self::start_with(|_| {}).await
+    }
+
+    /// A cluster whose API server options `tweak` adjusts first.
+    pub async fn start_with(tweak: impl FnOnce(&mut Options)) -> TestCluster {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let store = SqliteStore::open(SqliteConfig::new(dir.path().join("state.db"))).await.expect("open store");
+        let mut options = Options::new(dir.path().to_path_buf(), Arc::new(store));
+        tweak(&mut options);
+        let running = start(options).await.expect("server starts");
+        TestCluster { running, dir, loops: Vec::new(), simulated: Vec::new() }
+    }
+
+    /// A client with the admin certificate, over HTTPS.
+    pub async fn admin(&self) -> kube::Client {
+        let kubeconfig = kube::config::Kubeconfig::read_from(&self.running.kubeconfig_path).expect("kubeconfig");
+        let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await.expect("config");
+        kube::Client::try_from(config).expect("client")
+    }
+
+    /// A client acting as `user` over the in-process transport.
+    pub fn client_as(&self, user: UserInfo) -> kube::Client {
+        kube::Client::new(InProcess::new(self.running.server.clone(), user), "default")
+    }
+
+    /// Controller clients as in `krate server`: reads as the controller manager, writes
+    /// as the controller's kube-system service account.
+    pub fn client_for(&self) -> ClientFor {
+        let server = self.running.server.clone();
+        Arc::new(move |name: &str| Clients {
+            read: kube::Client::new(
+                InProcess::new(server.clone(), UserInfo::component("system:kube-controller-manager")),
+                "default",
+            ),
+            write: kube::Client::new(
+                InProcess::new(server.clone(), UserInfo::service_account("kube-system", name)),
+                "default",
+            ),
+        })
+    }
+
+    /// Starts the controllers of `krate_controllers::all` with these names (all of them
+    /// for `&["*"]`), sharing one set of informers as in `krate server`.
+    pub fn controllers(&mut self, names: &[&str]) {
+        // Defaults for whatever settings a test does not care about.
+        #[allow(clippy::needless_update)]
+        let settings = Settings { root_ca_pem: self.running.pki.ca.cert_pem.clone(), ..Default::default() };
+        let ctx = Context::new(self.client_for(), settings);
+        for (name, run) in krate_controllers::all(&ctx) {
+            if names.contains(&"*") || names.contains(&name) {
+                self.loops.push(tokio::spawn(run));
+            }
+        }
+        // The informers must outlive the loops reading them.
+        self.loops.push(tokio::spawn(async move {
+            let _keep = ctx;
+            futures::future::pending::<()>().await
+        }));
+    }
+
+    /// Runs any other loop (a scheduler, say) for the life of the cluster.
+    pub fn spawn(&mut self, run: impl Future<Output = ()> + Send + 'static) {
+        self.loops.push(tokio::spawn(run));
+    }
+
+    /// Registers `count` simulated nodes (sim-node-0…), Ready and heartbeating, whose
+    /// pods run as their annotations say (see `krate_agent::simulated`).
+    pub async fn simulated_nodes(&mut self, count: usize) -> Vec<String> {
+        self.simulated_nodes_with(simulated::Options { count, ..Default::default() }).await
+    }
+
+    pub async fn simulated_nodes_with(&mut self, options: simulated::Options) -> Vec<String> {
+        // As a kubelet would be if it were one: the node agent acts as cluster admin here
+        // because one process plays every node.
+        let client = self.client_as(UserInfo {
+            name: "system:admin".into(),
+            groups: vec!["system:masters".into(), "system:authenticated".into()],
+            ..Default::default()
+        });
+        let (names, running) = simulated::start(client, options).await.expect("simulated nodes register");
+        self.simulated.push(running);
+        names
+    }
+}
+
+/// Polls `check` every 100 ms until it gives a value, for at most `timeout`; panics
+/// naming `what` otherwise. Every wait in a behaviour test goes through this.
+pub async fn eventually<T, F, Fut>(what: &str, timeout: Duration, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        if let Some(value) = check().await {
+            return value;
+        }
+        if tokio::time::Instant::now() > deadline {
+            panic!("timed out after {timeout:?} waiting for {what}");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
