@@ -3,5 +3,6 @@
 //! once and fan its changes out to every consumer, and leader election on Leases.
 
 pub mod informers;
+pub mod leader;
 
 pub use informers::{Informer, Informers};

@@ -28,6 +28,8 @@ pub enum LogFormat {
 pub enum Command {
     /// Run a control plane (API server, controllers, scheduler) and, unless disabled, a node agent.
     Server(Box<ServerArgs>),
+    /// Run the controllers against an API server (the controller manager alone).
+    ControllerManager(crate::controllers::ControllerManagerArgs),
     /// Join this machine to a cluster as a node.
     Agent(AgentArgs),
     /// Manage container images on this node.
@@ -62,6 +64,10 @@ pub struct ServerArgs {
     /// Run no controllers in this process (another process runs them, or none does).
     #[arg(long)]
     pub disable_controller_manager: bool,
+    /// Run the controllers only while holding the kube-controller-manager Lease, so that
+    /// several servers sharing one etcd never run them twice.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    pub leader_elect: bool,
     /// Where cluster state is kept.
     #[arg(long, value_enum, default_value_t = StorageKind::Sqlite)]
     pub storage: StorageKind,

@@ -1,16 +1,27 @@
-//! The controller manager inside `krate server`: each controller is a kube-rs client over
-//! the in-process transport, acting as its own service account as upstream's
-//! kube-controller-manager does with --use-service-account-credentials.
+//! The controller manager, inside `krate server` or alone (`krate controller-manager`).
+//! Inside, each controller is a kube-rs client over the in-process transport, acting as
+//! its own service account as upstream's kube-controller-manager does with
+//! --use-service-account-credentials; alone, every controller uses the kubeconfig's
+//! credentials. Either way the controllers run only while this process holds the
+//! kube-system/kube-controller-manager Lease (unless leader election is off), so
+//! several servers never run them twice.
 
+use std::path::PathBuf;
 use std::sync::Arc;
 
+use anyhow::Context as _;
+use clap::Args;
 use krate_api::user::UserInfo;
 use krate_apiserver::inprocess::InProcess;
 use krate_apiserver::start::Running;
+use krate_client::leader;
 use krate_controllers::{ClientFor, Clients, Context, Settings};
 
-/// Starts every controller; dropping the handle stops them.
-pub fn start(running: &Running) -> AbortOnDrop {
+/// The lease upstream's controller manager elects its leader with.
+const LEASE: &str = "kube-controller-manager";
+
+/// Starts the controllers in `krate server`; dropping the handle stops them.
+pub fn start(running: &Running, leader_elect: bool) -> AbortOnDrop {
     let server = running.server.clone();
     // Reads and watches as the controller manager (upstream's shared informers).
     let manager = UserInfo::component("system:kube-controller-manager");
@@ -22,7 +33,27 @@ pub fn start(running: &Running) -> AbortOnDrop {
         ),
     });
     let settings = Settings { root_ca_pem: running.pki.ca.cert_pem.clone() };
-    AbortOnDrop(krate_controllers::spawn_all(Context::new(client_for, settings)))
+    AbortOnDrop(tokio::spawn(run(client_for, settings, leader_elect)))
+}
+
+/// Runs the controllers, under leader election when asked, until dropped.
+async fn run(client_for: ClientFor, settings: Settings, leader_elect: bool) {
+    let for_lead = client_for.clone();
+    let lead = move || {
+        let ctx = Context::new(for_lead.clone(), settings.clone());
+        async move {
+            // Dropped (aborted) when leadership is lost: stops every controller.
+            let _running = AbortOnDrop(krate_controllers::spawn_all(ctx));
+            futures::future::pending::<()>().await
+        }
+    };
+    if leader_elect {
+        // The lease is the controller manager's own, written under its own identity.
+        let client = client_for("leader-election").read;
+        leader::run(client, leader::Config::new(LEASE), lead).await
+    } else {
+        lead().await
+    }
 }
 
 pub struct AbortOnDrop(tokio::task::JoinHandle<()>);
@@ -31,4 +62,53 @@ impl Drop for AbortOnDrop {
     fn drop(&mut self) {
         self.0.abort();
     }
+}
+
+#[derive(Args, Debug)]
+pub struct ControllerManagerArgs {
+    /// The API server to control, and the credentials to act with.
+    #[arg(long)]
+    pub kubeconfig: PathBuf,
+    /// The CA published to every namespace as kube-root-ca.crt (default: the
+    /// kubeconfig's certificate authority).
+    #[arg(long)]
+    pub root_ca_file: Option<PathBuf>,
+    /// Run the controllers only while holding the kube-controller-manager Lease.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    pub leader_elect: bool,
+}
+
+/// `krate controller-manager`: the controllers against a remote API server.
+pub async fn run_remote(args: ControllerManagerArgs) -> anyhow::Result<()> {
+    let path = args.kubeconfig.display().to_string();
+    let kubeconfig =
+        kube::config::Kubeconfig::read_from(&args.kubeconfig).with_context(|| format!("reading {path}"))?;
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+        .await
+        .with_context(|| format!("loading {path}"))?;
+    let root_ca_pem = match &args.root_ca_file {
+        Some(file) => tokio::fs::read_to_string(file).await.with_context(|| format!("reading {}", file.display()))?,
+        None => root_ca_of(&config).context("the kubeconfig names no certificate authority; pass --root-ca-file")?,
+    };
+    let client = kube::Client::try_from(config).context("building the API client")?;
+    let client_for: ClientFor = Arc::new(move |_: &str| Clients { read: client.clone(), write: client.clone() });
+    tracing::info!(kubeconfig = %path, leader_elect = args.leader_elect, "controller manager starting");
+    tokio::select! {
+        () = run(client_for, Settings { root_ca_pem }, args.leader_elect) => Ok(()),
+        _ = tokio::signal::ctrl_c() => Ok(()),
+    }
+}
+
+fn root_ca_of(config: &kube::Config) -> Option<String> {
+    let ders = config.root_cert.as_ref()?;
+    let pem: Vec<String> = ders.iter().map(|der| pem_of(der)).collect();
+    (!pem.is_empty()).then(|| pem.concat())
+}
+
+fn pem_of(der: &[u8]) -> String {
+    use base64::Engine as _;
+    let b64 = base64::engine::general_purpose::STANDARD.encode(der);
+    let lines: Vec<&str> =
+        b64.as_bytes().chunks(64).map(|c| std::str::from_utf8(c).expect("base64 is ASCII")).collect();
+    format!("-----BEGIN CERTIFICATE-----\n{}\n-----END CERTIFICATE-----\n", lines.join("\n"))
 }

@@ -28,6 +28,7 @@ fn main() -> ExitCode {
     let result = runtime.block_on(async {
         match cli.command {
             Command::Server(args) => server::run(*args).await,
+            Command::ControllerManager(args) => controllers::run_remote(args).await,
             Command::Agent(_) => not_available("agent", "the node agent"),
             Command::Images(ImagesCommand::Import(_)) => not_available("images import", "the node agent"),
             Command::Version => {
@@ -53,7 +54,9 @@ fn not_available(command: &str, component: &str) -> anyhow::Result<()> {
 fn init_logging(cli: &Cli) {
     use tracing_subscriber::EnvFilter;
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(&cli.log_level));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    // Colours only for a terminal: logs sent to files stay greppable.
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(ansi);
     match cli.log_format {
         cli::LogFormat::Json => builder.json().init(),
         cli::LogFormat::Text => builder.init(),
