@@ -115,3 +115,37 @@ fn deleting_a_namespace_deletes_its_content_then_the_namespace() {
     });
     srv.stop();
 }
+
+#[test]
+fn the_controller_manager_runs_alone_against_a_remote_api_server() {
+    let dir = tempfile::tempdir().unwrap();
+    let srv = Server::start_with(&dir.path().join("data"), free_port(), &["--disable-controller-manager"]);
+    let log = std::fs::File::create(dir.path().join("cm.log")).unwrap();
+    let mut manager = std::process::Command::new(env!("CARGO_BIN_EXE_krate"))
+        .arg("controller-manager")
+        .arg("--kubeconfig")
+        .arg(srv.kubeconfig())
+        .stderr(log)
+        .spawn()
+        .expect("krate controller-manager starts");
+    srv.kubectl_ok(&["create", "namespace", "remote"]);
+    let ca = std::fs::read_to_string(srv.data_dir.join("server/tls/server-ca.crt")).unwrap();
+    let published = eventually("kube-root-ca.crt from the remote controller manager", || {
+        ok_stdout(srv.kubectl(&["get", "cm", "kube-root-ca.crt", "-n", "remote", "-o", "jsonpath={.data.ca\\.crt}"]))
+            .filter(|d| !d.is_empty())
+    });
+    assert_eq!(published.trim(), ca.trim(), "the CA taken from the kubeconfig is the cluster's");
+    let holder = ok_stdout(srv.kubectl(&[
+        "get",
+        "lease",
+        "-n",
+        "kube-system",
+        "kube-controller-manager",
+        "-o",
+        "jsonpath={.spec.holderIdentity}",
+    ]));
+    assert!(holder.is_some_and(|h| !h.is_empty()), "it elected itself leader");
+    manager.kill().unwrap();
+    manager.wait().unwrap();
+    srv.stop();
+}
