@@ -30,6 +30,8 @@ pub enum Command {
     Server(Box<ServerArgs>),
     /// Run the controllers against an API server (the controller manager alone).
     ControllerManager(crate::controllers::ControllerManagerArgs),
+    /// Register simulated nodes (no containers) with an API server, for scale testing.
+    SimulateNodes(crate::simulate::SimulateNodesArgs),
     /// Join this machine to a cluster as a node.
     Agent(AgentArgs),
     /// Manage container images on this node.

@@ -4,6 +4,7 @@ mod cli;
 mod controllers;
 mod encryption;
 mod server;
+mod simulate;
 mod storage;
 
 use std::process::ExitCode;
@@ -29,6 +30,7 @@ fn main() -> ExitCode {
         match cli.command {
             Command::Server(args) => server::run(*args).await,
             Command::ControllerManager(args) => controllers::run_remote(args).await,
+            Command::SimulateNodes(args) => simulate::run(args).await,
             Command::Agent(_) => not_available("agent", "the node agent"),
             Command::Images(ImagesCommand::Import(_)) => not_available("images import", "the node agent"),
             Command::Version => {
