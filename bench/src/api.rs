@@ -217,15 +217,21 @@ impl Krate {
     /// Starts `krate server` and waits until it has written its admin kubeconfig, which it
     /// does once /readyz passes.
     pub(crate) fn launch(bin: &Path, data_dir: &Path, log: &Path) -> anyhow::Result<Krate> {
+        // The API server alone: controllers would add their own objects and watches.
+        Self::launch_with(bin, data_dir, log, &["--disable-controller-manager"])
+    }
+
+    /// `krate server --disable-agent` with `extra` arguments.
+    pub(crate) fn launch_with(bin: &Path, data_dir: &Path, log: &Path, extra: &[&str]) -> anyhow::Result<Krate> {
         let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
         let log_file = std::fs::OpenOptions::new().create(true).append(true).open(log)?;
         // On a restart, the previous run's kubeconfig must not count as ready.
         let kubeconfig = data_dir.join("admin.kubeconfig");
         let _ = std::fs::remove_file(&kubeconfig);
         let started = Instant::now();
-        // The API server alone: controllers would add their own objects and watches.
         let child = Command::new(bin)
-            .args(["server", "--disable-agent", "--disable-controller-manager"])
+            .args(["server", "--disable-agent"])
+            .args(extra)
             .args(["--bind-address", "127.0.0.1", "--secure-port", &port.to_string()])
             .arg("--data-dir")
             .arg(data_dir)
@@ -505,6 +511,37 @@ impl Http {
             anyhow::bail!("{what}: {status}: {text}");
         }
         Ok(bytes)
+    }
+
+    /// Opens a watch (or any streamed GET) and hands each line to `on_line` until it
+    /// returns false, the stream ends, or `timeout` passes; Err only if it cannot open.
+    pub(crate) async fn watch_lines(
+        &self,
+        path: &str,
+        timeout: Duration,
+        mut on_line: impl FnMut(&[u8]) -> bool,
+    ) -> anyhow::Result<()> {
+        let response = self.client.request(self.build(Method::GET, self.uri(path), Bytes::new())).await?;
+        anyhow::ensure!(response.status() == StatusCode::OK, "watch {path}: {}", response.status());
+        let mut body = response.into_body();
+        let deadline = tokio::time::Instant::now() + timeout;
+        let mut buf = Vec::new();
+        loop {
+            let frame = match tokio::time::timeout_at(deadline, body.frame()).await {
+                Ok(Some(Ok(frame))) => frame,
+                Ok(_) | Err(_) => return Ok(()),
+            };
+            let Ok(data) = frame.into_data() else { continue };
+            buf.extend_from_slice(&data);
+            let mut start = 0;
+            while let Some(end) = memchr::memchr(b'\n', &buf[start..]) {
+                if !on_line(&buf[start..start + end]) {
+                    return Ok(());
+                }
+                start += end + 1;
+            }
+            buf.drain(..start);
+        }
     }
 
     /// A GET asking for `accept`; returns the body (200 expected).

@@ -3,6 +3,7 @@
 //! `cargo build --release -p krate -p krate-bench`, `./target/release/krate-bench api`.
 
 mod api;
+mod control;
 mod kubectl;
 mod stats;
 mod store;
@@ -23,6 +24,9 @@ enum Command {
     /// The `krate server` binary over HTTPS beside a bare hyper server: GET, LIST, CREATE,
     /// watch fan-out, time to ready, memory.
     Api(api::ApiArgs),
+    /// The control loops at scale: scheduler throughput on simulated nodes, a large
+    /// Deployment to Ready, control-plane memory.
+    Control(control::ControlArgs),
     /// kubectl apply of a 100-object manifest (client- and server-side) and LIST of 10k
     /// pods as JSON, Table and protobuf.
     Kubectl(kubectl::KubectlArgs),
@@ -34,5 +38,6 @@ async fn main() -> anyhow::Result<()> {
         Command::Store(args) => store::run(args).await,
         Command::Api(args) => api::run(args).await,
         Command::Kubectl(args) => kubectl::run(args).await,
+        Command::Control(args) => control::run(args).await,
     }
 }
