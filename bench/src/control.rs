@@ -147,6 +147,9 @@ struct Throughput {
     binding: f64,
 }
 
+/// Pods seen bound, and when the first and the last were.
+type Bindings = (HashSet<Vec<u8>>, Option<Instant>, Option<Instant>);
+
 fn pod(name: &str) -> Bytes {
     let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": {"app": "bench"}},
         "spec": {"containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10",
@@ -171,7 +174,7 @@ async fn schedule(
 ) -> anyhow::Result<Throughput> {
     let watcher = endpoint.client();
     let path = format!("/api/v1/namespaces/{ns}/pods?watch=true&resourceVersion=0");
-    let bound_times: Arc<Mutex<(HashSet<Vec<u8>>, Option<Instant>, Option<Instant>)>> = Arc::default();
+    let bound_times: Arc<Mutex<Bindings>> = Arc::default();
     let seen = bound_times.clone();
     let watch = tokio::spawn(async move {
         watcher
