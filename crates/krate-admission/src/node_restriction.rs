@@ -348,6 +348,89 @@ impl NodeRestriction {
     }
 }
 
+/// A node may change only the status fields a kubelet maintains on a claim (capacity,
+/// conditions, and the allocated resources of volume expansion): nothing else of
+/// the claim, metadata included.
+fn admit_pvc_status(node: &str, attrs: &Attributes<'_>, obj: Option<&Value>, old: Option<&Value>) -> ApiResult<()> {
+    if attrs.operation != Operation::Update {
+        return Err(forbidden(attrs, obj, &format!("unexpected operation {:?}", op_name(attrs.operation))));
+    }
+    let comparable = |pvc: Option<&Value>| {
+        let mut pvc = pvc.cloned().unwrap_or(Value::Null);
+        if let Some(meta) = pvc.get_mut("metadata").and_then(Value::as_object_mut) {
+            meta.remove("resourceVersion");
+            meta.remove("managedFields");
+        }
+        if let Some(status) = pvc.get_mut("status").and_then(Value::as_object_mut) {
+            for kubelet_owned in ["capacity", "conditions", "allocatedResources", "allocatedResourceStatuses"] {
+                status.remove(kubelet_owned);
+            }
+        }
+        pvc
+    };
+    let (before, after) = (comparable(old), comparable(obj));
+    if before != after {
+        let changed = changed_paths(&before, &after, "");
+        return Err(forbidden(
+            attrs,
+            obj,
+            &format!(
+                "node \"{node}\" is not allowed to update fields other than status.capacity and status.conditions: {}",
+                changed.join(", ")
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// The dotted paths at which two JSON values differ, for a readable refusal.
+fn changed_paths(a: &Value, b: &Value, at: &str) -> Vec<String> {
+    match (a, b) {
+        (Value::Object(x), Value::Object(y)) => {
+            let keys: BTreeSet<&String> = x.keys().chain(y.keys()).collect();
+            keys.into_iter()
+                .flat_map(|k| {
+                    let path = if at.is_empty() { k.clone() } else { format!("{at}.{k}") };
+                    changed_paths(x.get(k).unwrap_or(&Value::Null), y.get(k).unwrap_or(&Value::Null), &path)
+                })
+                .collect()
+        }
+        _ if a == b => Vec::new(),
+        _ => vec![at.to_string()],
+    }
+}
+
+/// CSINode objects are named after their node; a node touches only its own.
+fn admit_csi_node(node: &str, attrs: &Attributes<'_>, obj: Option<&Value>) -> ApiResult<()> {
+    let name = match (attrs.operation, obj) {
+        (Operation::Create, Some(o)) => object::name(o),
+        _ => attrs.name,
+    };
+    if name != node {
+        return Err(forbidden(attrs, obj, "can only access CSINode with the same name as the requesting node"));
+    }
+    Ok(())
+}
+
+/// A node creates and deletes only the ResourceSlices of its own node; the Node
+/// authorizer, which cannot see a create's object, checks the other verbs.
+fn admit_resource_slice(node: &str, attrs: &Attributes<'_>, obj: Option<&Value>, old: Option<&Value>) -> ApiResult<()> {
+    let slice = match attrs.operation {
+        Operation::Create => obj,
+        Operation::Delete => old.or(obj),
+        _ => return Ok(()),
+    };
+    let slice_node = slice.and_then(|s| s.pointer("/spec/nodeName")).and_then(Value::as_str);
+    if slice_node != Some(node) {
+        return Err(forbidden(
+            attrs,
+            obj,
+            "can only create ResourceSlice with the same NodeName as the requesting node",
+        ));
+    }
+    Ok(())
+}
+
 fn op_name(op: Operation) -> &'static str {
     match op {
         Operation::Create => "CREATE",
@@ -371,6 +454,9 @@ impl Admission for NodeRestriction {
             ("", "persistentvolumeclaims") if attrs.subresource != Some("status") => {
                 Err(forbidden(attrs, obj, "may only update PVC status"))
             }
+            ("", "persistentvolumeclaims") => admit_pvc_status(node, attrs, obj, old),
+            ("storage.k8s.io", "csinodes") => admit_csi_node(node, attrs, obj),
+            ("resource.k8s.io", "resourceslices") => admit_resource_slice(node, attrs, obj, old),
             ("", "serviceaccounts") => self.admit_token_request(node, attrs, obj).await,
             ("coordination.k8s.io", "leases") => self.admit_lease(node, attrs, obj),
             _ => Ok(()),

@@ -399,3 +399,61 @@ async fn node_restriction_limits_token_requests_and_evictions_to_its_pods() {
         "pods \"mine\" is forbidden: unexpected pod subresource \"exec\", only 'status' and 'eviction' are allowed"
     );
 }
+
+#[tokio::test]
+async fn node_restriction_limits_claim_status_csinodes_and_resource_slices() {
+    let f = Fixture::new(AdmissionConfig::default()).await;
+    let n1 = node("n1");
+
+    // Claim status: capacity and conditions only.
+    let pvc = f
+        .seed(
+            "",
+            "persistentvolumeclaims",
+            Some("default"),
+            json!({"metadata": {"name": "data"}, "spec": {
+            "accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}),
+        )
+        .await;
+    let mut resized = pvc.clone();
+    resized["status"]["capacity"] = json!({"storage": "2Gi"});
+    resized["status"]["conditions"] = json!([{"type": "Resizing", "status": "True"}]);
+    let resized = f.update(&n1, "", "persistentvolumeclaims", Some("default"), resized, Some("status")).await.unwrap();
+    assert_eq!(resized["status"]["capacity"]["storage"], "2Gi");
+    let mut phase = resized.clone();
+    phase["status"]["phase"] = json!("Lost");
+    let e = f.update(&n1, "", "persistentvolumeclaims", Some("default"), phase, Some("status")).await.unwrap_err();
+    assert_eq!(e.code, 403);
+    assert_eq!(
+        e.message,
+        "persistentvolumeclaims \"data\" is forbidden: node \"n1\" is not allowed to update fields other than status.capacity and status.conditions: status.phase"
+    );
+    let e = f.update(&n1, "", "persistentvolumeclaims", Some("default"), resized, None).await.unwrap_err();
+    assert_eq!(e.message, "persistentvolumeclaims \"data\" is forbidden: may only update PVC status");
+
+    // CSINode: only the node's own.
+    let csinode = |name: &str| json!({"metadata": {"name": name}, "spec": {"drivers": []}});
+    f.create(&n1, "storage.k8s.io", "csinodes", None, csinode("n1")).await.unwrap();
+    let e = f.create(&n1, "storage.k8s.io", "csinodes", None, csinode("n2")).await.unwrap_err();
+    assert_eq!(
+        e.message,
+        "csinodes.storage.k8s.io \"n2\" is forbidden: can only access CSINode with the same name as the requesting node"
+    );
+
+    // ResourceSlices: created and deleted only for the node itself.
+    let slice = |name: &str, node: &str| {
+        json!({"metadata": {"name": name}, "spec": {"driver": "gpu.example.com", "nodeName": node,
+            "pool": {"name": "pool", "generation": 1, "resourceSliceCount": 1}}})
+    };
+    f.create(&n1, "resource.k8s.io", "resourceslices", None, slice("mine", "n1")).await.unwrap();
+    let e = f.create(&n1, "resource.k8s.io", "resourceslices", None, slice("theirs", "n2")).await.unwrap_err();
+    assert_eq!(
+        e.message,
+        "resourceslices.resource.k8s.io \"theirs\" is forbidden: can only create ResourceSlice with the same NodeName as the requesting node"
+    );
+    f.seed("resource.k8s.io", "resourceslices", None, slice("theirs", "n2")).await;
+    let ctx = Context::internal(&n1, &f.chain);
+    let scope = f.scope("resource.k8s.io", "resourceslices", None);
+    assert!(f.registry.delete(&scope, "theirs", &DeleteOptions::default(), &ctx).await.is_err());
+    assert!(f.registry.delete(&scope, "mine", &DeleteOptions::default(), &ctx).await.is_ok());
+}

@@ -297,6 +297,34 @@ async fn nodes_read_only_what_their_pods_use() {
     // The static node rules: nodes may read nodes and report events; not namespaces.
     assert_eq!(code(&n1, "GET", "/api/v1/nodes", None).await, 200);
     assert_eq!(code(&n1, "GET", "/api/v1/namespaces", None).await, 403);
+    // VolumeAttachments and ResourceSlices: a node's own only (lists of slices are open).
+    let va = |name: &str, node: &str| {
+        json!({"apiVersion": "storage.k8s.io/v1", "kind": "VolumeAttachment", "metadata": {"name": name},
+            "spec": {"attacher": "csi.example.com", "nodeName": node, "source": {"persistentVolumeName": "pv"}}})
+    };
+    create(&admin, "/apis/storage.k8s.io/v1/volumeattachments", va("va-n1", "n1")).await;
+    create(&admin, "/apis/storage.k8s.io/v1/volumeattachments", va("va-n2", "n2")).await;
+    let slice = |name: &str, node: &str| {
+        json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": name},
+            "spec": {"driver": "gpu.example.com", "nodeName": node, "pool": {"name": "p", "generation": 1, "resourceSliceCount": 1}}})
+    };
+    create(&admin, "/apis/resource.k8s.io/v1/resourceslices", slice("rs-n2", "n2")).await;
+    eventually("n1 reads its volume attachment", || async {
+        code(&n1, "GET", "/apis/storage.k8s.io/v1/volumeattachments/va-n1", None).await == 200
+    })
+    .await;
+    assert_eq!(code(&n1, "GET", "/apis/storage.k8s.io/v1/volumeattachments/va-n2", None).await, 403);
+    assert_eq!(code(&n1, "GET", "/apis/storage.k8s.io/v1/volumeattachments", None).await, 403);
+    assert_eq!(code(&n1, "POST", "/apis/resource.k8s.io/v1/resourceslices", Some(slice("rs-n1", "n1"))).await, 200);
+    let msg =
+        forbidden_message(&n1, "POST", "/apis/resource.k8s.io/v1/resourceslices", Some(slice("rs-x", "n2"))).await;
+    assert!(msg.ends_with("can only create ResourceSlice with the same NodeName as the requesting node"), "{msg}");
+    assert_eq!(code(&n1, "GET", "/apis/resource.k8s.io/v1/resourceslices", None).await, 200);
+    assert_eq!(code(&n1, "DELETE", "/apis/resource.k8s.io/v1/resourceslices/rs-n2", None).await, 403);
+    eventually("n1 deletes its own slice", || async {
+        code(&n1, "DELETE", "/apis/resource.k8s.io/v1/resourceslices/rs-n1", None).await == 200
+    })
+    .await;
     // Moving the pod away ends the relationship.
     call(&admin, "DELETE", "/api/v1/namespaces/default/pods/web?gracePeriodSeconds=0", None).await.unwrap();
     eventually("n1 loses the secret", || async {

@@ -139,6 +139,8 @@ pub enum Vertex {
     Pv,
     ResourceClaim,
     ServiceAccount,
+    VolumeAttachment,
+    ResourceSlice,
 }
 
 /// The node ↔ object relationships, from watches.
@@ -147,6 +149,13 @@ pub struct Graph {
     /// PVC (namespace, name) → the bound volume's name.
     pvcs: Arc<Informer<String>>,
     pvs: Arc<Informer<PvRefs>>,
+    /// VolumeAttachments and ResourceSlices → the node they are for.
+    attachments: Arc<Informer<String>>,
+    slices: Arc<Informer<String>>,
+}
+
+fn spec_node_name(object: &Value) -> String {
+    str_at(object, "/spec/nodeName").unwrap_or("").to_string()
 }
 
 fn volume_name(pvc: &Value) -> String {
@@ -159,6 +168,8 @@ impl Graph {
             pods: Informer::start(registry, "", "v1", "pods", PodRefs::parse),
             pvcs: Informer::start(registry, "", "v1", "persistentvolumeclaims", volume_name),
             pvs: Informer::start(registry, "", "v1", "persistentvolumes", PvRefs::parse),
+            attachments: Informer::start(registry, "storage.k8s.io", "v1", "volumeattachments", spec_node_name),
+            slices: Informer::start(registry, "resource.k8s.io", "v1", "resourceslices", spec_node_name),
         }
     }
 
@@ -166,6 +177,8 @@ impl Graph {
         self.pods.wait_synced(timeout).await
             && self.pvcs.wait_synced(timeout).await
             && self.pvs.wait_synced(timeout).await
+            && self.attachments.wait_synced(timeout).await
+            && self.slices.wait_synced(timeout).await
     }
 
     /// Whether a path leads from the object to the node.
@@ -186,6 +199,8 @@ impl Graph {
                     })
             }
             Vertex::Pv => self.volumes_of(node).iter().any(|pv| pv == name),
+            Vertex::VolumeAttachment => self.attachments.get("", name).is_some_and(|n| *n == node),
+            Vertex::ResourceSlice => self.slices.get("", name).is_some_and(|n| *n == node),
         }
     }
 
@@ -279,6 +294,20 @@ impl Node {
         Decision::Allow
     }
 
+    /// A node publishes its devices as ResourceSlices: it may create them (NodeRestriction
+    /// checks the node named inside), read, change and delete its own, and list and
+    /// watch them all (requests carry no field selectors to narrow that here).
+    fn resource_slice(&self, node: &str, a: &Attributes<'_>) -> Decision {
+        if !a.subresource.is_empty() {
+            return no_opinion("cannot authorize ResourceSlice subresources");
+        }
+        match a.verb {
+            "create" | "list" | "watch" | "deletecollection" => Decision::Allow,
+            "get" | "update" | "patch" | "delete" => self.related(node, Vertex::ResourceSlice, a),
+            _ => no_opinion(format!("unsupported verb {:?} for ResourceSlices", a.verb)),
+        }
+    }
+
     pub fn decide(&self, a: &Attributes<'_>) -> Decision {
         let Some(node) = node_identity(a.user) else { return no_opinion("") };
         if node.is_empty() {
@@ -299,6 +328,8 @@ impl Node {
                 }
                 ("", "persistentvolumes") => return self.get_only(node, Vertex::Pv, a),
                 ("resource.k8s.io", "resourceclaims") => return self.get_only(node, Vertex::ResourceClaim, a),
+                ("storage.k8s.io", "volumeattachments") => return self.get_only(node, Vertex::VolumeAttachment, a),
+                ("resource.k8s.io", "resourceslices") => return self.resource_slice(node, a),
                 ("", "serviceaccounts") => {
                     if a.verb != "create" || a.name.is_empty() {
                         return no_opinion("can only create tokens for individual service accounts");
