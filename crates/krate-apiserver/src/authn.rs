@@ -23,6 +23,8 @@ pub struct Authn {
     pub bearer: Arc<BearerTokens>,
     pub service_accounts: Arc<ServiceAccountTokens>,
     pub discovery: Arc<Discovery>,
+    /// --service-account-max-token-expiration, in seconds.
+    pub max_token_expiration: Option<i64>,
 }
 
 pub async fn setup(opts: &AuthnOptions, registry: &Arc<Registry>, pki: &Pki, url: &str) -> Result<Authn, StartError> {
@@ -49,13 +51,18 @@ pub async fn setup(opts: &AuthnOptions, registry: &Arc<Registry>, pki: &Pki, url
     let union: Arc<dyn Authenticator> = Arc::new(Union(vec![Arc::new(x509), bearer.clone()]));
     let authenticator: Arc<dyn Authenticator> = Arc::new(krate_auth::authn::metrics::Counted(union));
     let discovery = Arc::new(Discovery::new(&issuer, url, opts.service_account_jwks_uri.as_deref(), &key));
-    Ok(Authn { authenticator, bearer, service_accounts, discovery })
+    let max_token_expiration = opts.service_account_max_token_expiration.map(|d| d.as_secs() as i64);
+    Ok(Authn { authenticator, bearer, service_accounts, discovery, max_token_expiration })
 }
 
 impl Authn {
     /// serviceaccounts/token, tokenreviews, selfsubjectreviews and OIDC discovery.
     pub fn register(&self, server: &ApiServer) {
-        let requests = TokenRequests { tokens: self.service_accounts.clone(), registry: server.registry.clone() };
+        let requests = TokenRequests {
+            tokens: self.service_accounts.clone(),
+            registry: server.registry.clone(),
+            max_expiration_seconds: self.max_token_expiration,
+        };
         server.register_computed("", "serviceaccounts", "token", Arc::new(requests));
         server.register_computed(
             "authentication.k8s.io",

@@ -74,6 +74,8 @@ pub struct AuthnOptions {
     pub api_audiences: Vec<String>,
     /// --service-account-jwks-uri (default: this server's /openid/v1/jwks).
     pub service_account_jwks_uri: Option<String>,
+    /// --service-account-max-token-expiration: longer TokenRequests are shortened to it.
+    pub service_account_max_token_expiration: Option<std::time::Duration>,
 }
 
 impl Options {

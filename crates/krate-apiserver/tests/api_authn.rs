@@ -556,3 +556,25 @@ async fn mutated_tokens_over_https_always_get_401() {
         }
     }
 }
+
+#[tokio::test]
+async fn token_lifetimes_are_capped_by_the_max_token_expiration() {
+    let srv = TestServer::start_with(|o| {
+        o.authn.service_account_max_token_expiration = Some(std::time::Duration::from_secs(7200));
+    })
+    .await;
+    let admin = srv.client().await;
+    create(
+        &admin,
+        "/api/v1/namespaces/default/serviceaccounts",
+        json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "robot"}}),
+    )
+    .await;
+    let long = token_request(&admin, "default", "robot", json!({"expirationSeconds": 86400})).await.unwrap();
+    assert_eq!(long["spec"]["expirationSeconds"], 7200, "granted the maximum, not refused");
+    let exp: jiff::Timestamp = long["status"]["expirationTimestamp"].as_str().unwrap().parse().unwrap();
+    let left = exp.as_second() - jiff::Timestamp::now().as_second();
+    assert!((7190..=7201).contains(&left), "{left}");
+    let short = token_request(&admin, "default", "robot", json!({"expirationSeconds": 1200})).await.unwrap();
+    assert_eq!(short["spec"]["expirationSeconds"], 1200, "shorter requests are untouched");
+}

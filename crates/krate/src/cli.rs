@@ -117,6 +117,10 @@ pub struct ServerArgs {
     /// The key set's address in the OIDC discovery document (default: this server's).
     #[arg(long)]
     pub service_account_jwks_uri: Option<String>,
+    /// The longest lifetime of service-account tokens issued by TokenRequest (e.g. 24h);
+    /// longer requests get this.
+    #[arg(long, value_parser = krate_apiserver::audit::parse_duration)]
+    pub service_account_max_token_expiration: Option<std::time::Duration>,
     /// An apiserver.config.k8s.io/v1 EncryptionConfiguration: how resources are
     /// encrypted at rest.
     #[arg(long)]

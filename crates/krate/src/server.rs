@@ -41,6 +41,7 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
             service_account_issuer: Some(args.service_account_issuer.clone()),
             api_audiences: args.api_audiences.clone(),
             service_account_jwks_uri: args.service_account_jwks_uri.clone(),
+            service_account_max_token_expiration: args.service_account_max_token_expiration,
         },
         admission_control_config_file: args.admission_control_config_file.clone(),
     })

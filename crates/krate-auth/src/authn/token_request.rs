@@ -20,6 +20,9 @@ pub const DEFAULT_EXPIRATION_SECONDS: i64 = 3600;
 pub struct TokenRequests {
     pub tokens: Arc<ServiceAccountTokens>,
     pub registry: Arc<Registry>,
+    /// The longest lifetime issued (--service-account-max-token-expiration): longer
+    /// requests are granted this much, as upstream does, not refused.
+    pub max_expiration_seconds: Option<i64>,
 }
 
 fn invalid(name: &str, causes: Vec<Cause>) -> ApiError {
@@ -56,6 +59,10 @@ impl ComputedResource for TokenRequests {
                 vec![Cause::invalid(field, expiration, "may not specify a duration larger than 2^32 seconds")],
             ));
         }
+        let expiration = match self.max_expiration_seconds {
+            Some(max) if max > 0 && expiration > max => max,
+            _ => expiration,
+        };
         let mut audiences: Vec<String> = spec
             .get("audiences")
             .and_then(Value::as_array)
