@@ -17,7 +17,7 @@ use krate_agent::simulated;
 use krate_api::user::UserInfo;
 use krate_apiserver::inprocess::InProcess;
 use krate_apiserver::start::{Options, Running, start};
-use krate_controllers::{ClientFor, Clients, Context, Settings};
+use krate_controllers::{ClientFor, Clients, Context, Settings, SigningCa};
 use krate_store::sqlite::{SqliteConfig, SqliteStore};
 
 pub struct TestCluster {
@@ -84,7 +84,14 @@ impl TestCluster {
     pub fn controllers(&mut self, names: &[&str]) {
         // Defaults for whatever settings a test does not care about.
         #[allow(clippy::needless_update)]
-        let settings = Settings { root_ca_pem: self.running.pki.ca.cert_pem.clone(), ..Default::default() };
+        let settings = Settings {
+            root_ca_pem: self.running.pki.ca.cert_pem.clone(),
+            cluster_signing: Some(SigningCa {
+                cert_pem: self.running.pki.ca.cert_pem.clone(),
+                key_pem: self.running.pki.ca.key_pem.clone(),
+            }),
+            ..Default::default()
+        };
         let ctx = Context::new(self.client_for(), settings);
         for (name, run) in krate_controllers::all(&ctx) {
             if names.contains(&"*") || names.contains(&name) {
