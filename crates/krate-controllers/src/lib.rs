@@ -6,6 +6,7 @@
 
 pub mod certificates;
 mod error;
+pub mod hpa;
 pub mod metrics;
 pub mod namespace;
 mod per_namespace;
@@ -39,6 +40,8 @@ pub struct Settings {
     /// The CA the built-in CSR signers issue with (upstream's --cluster-signing-cert-file
     /// and --cluster-signing-key-file); without it csrsigning does not run, as upstream.
     pub cluster_signing: Option<SigningCa>,
+    /// The HorizontalPodAutoscaler controller's flags (upstream's defaults).
+    pub hpa: hpa::Settings,
 }
 
 /// A certificate authority: certificate and private key, PEM.
@@ -81,6 +84,11 @@ pub fn all(ctx: &Context) -> Vec<(&'static str, Loop)> {
         ("namespace", Box::pin(namespace::run(client_for("namespace-controller")))),
         ("csrapproving", Box::pin(certificates::approving::run(client_for("certificate-controller"), csrs.clone()))),
         ("csrcleaner", Box::pin(certificates::cleaner::run(client_for("certificate-controller"), csrs.clone()))),
+        ("horizontalpodautoscaling", {
+            let clients = client_for("horizontal-pod-autoscaler");
+            let source = Arc::new(hpa::metrics::ResourceMetricsApi { client: clients.write.clone() });
+            Box::pin(hpa::run(clients, ctx.informers.clone(), settings.hpa.clone(), source))
+        }),
     ];
     if let Some(ca) = &settings.cluster_signing {
         match certificates::authority::Authority::new(&ca.cert_pem, &ca.key_pem) {
