@@ -39,6 +39,7 @@ pub fn start(running: &Running, leader_elect: bool) -> AbortOnDrop {
             cert_pem: running.pki.ca.cert_pem.clone(),
             key_pem: running.pki.ca.key_pem.clone(),
         }),
+        ..Default::default()
     };
     AbortOnDrop(tokio::spawn(run(client_for, settings, leader_elect)))
 }
@@ -115,7 +116,7 @@ pub async fn run_remote(args: ControllerManagerArgs) -> anyhow::Result<()> {
     let client_for: ClientFor = Arc::new(move |_: &str| Clients { read: client.clone(), write: client.clone() });
     tracing::info!(kubeconfig = %path, leader_elect = args.leader_elect, "controller manager starting");
     tokio::select! {
-        () = run(client_for, Settings { root_ca_pem, cluster_signing }, args.leader_elect) => Ok(()),
+        () = run(client_for, Settings { root_ca_pem, cluster_signing, ..Default::default() }, args.leader_elect) => Ok(()),
         _ = tokio::signal::ctrl_c() => Ok(()),
     }
 }

@@ -77,7 +77,8 @@ struct Ctx {
     hpas: Store<HorizontalPodAutoscaler>,
     metrics: Arc<dyn MetricsSource>,
     settings: Settings,
-    recorder: Recorder,
+    reporter: Reporter,
+    recorders: Mutex<HashMap<String, Recorder>>,
     state: Mutex<HashMap<String, Autoscaler>>,
 }
 
@@ -92,7 +93,8 @@ pub async fn run(clients: Clients, informers: Arc<Informers>, settings: Settings
         hpas: hpa_informer.store(),
         metrics,
         settings,
-        recorder: Recorder::new(clients.write, reporter),
+        reporter,
+        recorders: Mutex::default(),
         state: Mutex::default(),
     });
     Controller::for_shared_stream(hpa_informer.subscribe(), hpa_informer.store())
@@ -187,8 +189,19 @@ impl Ctx {
     }
 
     async fn event(&self, hpa: &HorizontalPodAutoscaler, type_: EventType, reason: &str, note: String) {
+        // kube-runtime's Recorder folds every event with the same reason into one series,
+        // whatever its message; client-go folds only identical ones. One recorder per
+        // message keeps "New size: 3" and "New size: 5" apart, as upstream shows them.
+        let recorder = {
+            let mut recorders = self.recorders.lock().expect("recorders lock");
+            if recorders.len() > 1024 {
+                recorders.clear();
+            }
+            let key = format!("{reason}\n{note}");
+            recorders.entry(key).or_insert_with(|| Recorder::new(self.client.clone(), self.reporter.clone())).clone()
+        };
         let event = Event { type_, reason: reason.into(), note: Some(note), action: reason.into(), secondary: None };
-        if let Err(error) = self.recorder.publish(&event, &hpa.object_ref(&())).await {
+        if let Err(error) = recorder.publish(&event, &hpa.object_ref(&())).await {
             tracing::warn!(controller = CONTROLLER, %error, "recording an event failed");
         }
     }
