@@ -16,7 +16,6 @@ pub mod body;
 pub mod bootstrap;
 pub mod client_auth;
 pub mod conditional;
-pub mod csr_signer;
 pub mod discovery;
 pub mod encryption;
 pub mod health;

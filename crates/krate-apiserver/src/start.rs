@@ -195,9 +195,6 @@ pub async fn start(opts: Options) -> Result<Running, StartError> {
     if let Some(auditor) = auditor {
         server.set_auditor(auditor);
     }
-    // Built-in CSR signers (upstream's csrsigning controller); ends with the runtime.
-    crate::csr_signer::spawn(registry.clone(), admission.clone(), pki.ca.clone())
-        .map_err(|e| StartError::Bootstrap(e.to_string()))?;
     if let Some(encryption) = &opts.encryption {
         server.add_health_checks(Arc::new(crate::encryption::KmsHealth(encryption.clone())));
     }

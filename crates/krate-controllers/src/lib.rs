@@ -4,7 +4,9 @@
 //! as its own identity (upstream's `system:serviceaccount:kube-system:<name>`), which the
 //! caller turns into a client, so authorization sees who does what.
 
+pub mod certificates;
 mod error;
+pub mod hpa;
 pub mod metrics;
 pub mod namespace;
 mod per_namespace;
@@ -35,6 +37,18 @@ pub type ClientFor = Arc<dyn Fn(&str) -> Clients + Send + Sync>;
 pub struct Settings {
     /// PEM of the cluster CA, published in every namespace as kube-root-ca.crt.
     pub root_ca_pem: String,
+    /// The CA the built-in CSR signers issue with (upstream's --cluster-signing-cert-file
+    /// and --cluster-signing-key-file); without it csrsigning does not run, as upstream.
+    pub cluster_signing: Option<SigningCa>,
+    /// The HorizontalPodAutoscaler controller's flags (upstream's defaults).
+    pub hpa: hpa::Settings,
+}
+
+/// A certificate authority: certificate and private key, PEM.
+#[derive(Clone)]
+pub struct SigningCa {
+    pub cert_pem: String,
+    pub key_pem: String,
 }
 
 /// What every controller is built from: its clients, the controller manager's shared
@@ -60,14 +74,34 @@ type Loop = Pin<Box<dyn Future<Output = ()> + Send>>;
 /// Every controller's loop, to be run (and dropped to stop them) by the caller.
 pub fn all(ctx: &Context) -> Vec<(&'static str, Loop)> {
     let (client_for, settings) = (&ctx.client_for, &ctx.settings);
-    vec![
+    let csrs = ctx.informers.get::<k8s_openapi::api::certificates::v1::CertificateSigningRequest>();
+    let mut loops: Vec<(&'static str, Loop)> = vec![
         ("serviceaccount", Box::pin(serviceaccount::run(client_for("service-account-controller")))),
         (
             "root-ca-cert-publisher",
             Box::pin(root_ca::run(client_for("root-ca-cert-publisher"), settings.root_ca_pem.clone())),
         ),
         ("namespace", Box::pin(namespace::run(client_for("namespace-controller")))),
-    ]
+        ("csrapproving", Box::pin(certificates::approving::run(client_for("certificate-controller"), csrs.clone()))),
+        ("csrcleaner", Box::pin(certificates::cleaner::run(client_for("certificate-controller"), csrs.clone()))),
+        ("horizontalpodautoscaling", {
+            let clients = client_for("horizontal-pod-autoscaler");
+            let source = Arc::new(hpa::metrics::ResourceMetricsApi { client: clients.write.clone() });
+            Box::pin(hpa::run(clients, ctx.informers.clone(), settings.hpa.clone(), source))
+        }),
+    ];
+    if let Some(ca) = &settings.cluster_signing {
+        match certificates::authority::Authority::new(&ca.cert_pem, &ca.key_pem) {
+            Ok(authority) => loops.push((
+                "csrsigning",
+                Box::pin(certificates::signing::run(client_for("certificate-controller"), csrs, Arc::new(authority))),
+            )),
+            Err(error) => tracing::error!(%error, "not starting csrsigning: the cluster signing CA is unusable"),
+        }
+    } else {
+        tracing::info!("skipping csrsigning: no cluster signing certificate and key were given");
+    }
+    loops
 }
 
 /// Runs every controller until the returned task is aborted.

@@ -17,7 +17,7 @@ use krate_agent::simulated;
 use krate_api::user::UserInfo;
 use krate_apiserver::inprocess::InProcess;
 use krate_apiserver::start::{Options, Running, start};
-use krate_controllers::{ClientFor, Clients, Context, Settings};
+use krate_controllers::{ClientFor, Clients, Context, Settings, SigningCa};
 use krate_store::sqlite::{SqliteConfig, SqliteStore};
 
 pub struct TestCluster {
@@ -82,9 +82,22 @@ impl TestCluster {
     /// Starts the controllers of `krate_controllers::all` with these names (all of them
     /// for `&["*"]`), sharing one set of informers as in `krate server`.
     pub fn controllers(&mut self, names: &[&str]) {
+        self.controllers_with(names, |_| {});
+    }
+
+    /// As `controllers`, with settings that `tweak` adjusts first (a short HPA sync
+    /// period, say).
+    pub fn controllers_with(&mut self, names: &[&str], tweak: impl FnOnce(&mut Settings)) {
         // Defaults for whatever settings a test does not care about.
-        #[allow(clippy::needless_update)]
-        let settings = Settings { root_ca_pem: self.running.pki.ca.cert_pem.clone(), ..Default::default() };
+        let mut settings = Settings {
+            root_ca_pem: self.running.pki.ca.cert_pem.clone(),
+            cluster_signing: Some(SigningCa {
+                cert_pem: self.running.pki.ca.cert_pem.clone(),
+                key_pem: self.running.pki.ca.key_pem.clone(),
+            }),
+            ..Default::default()
+        };
+        tweak(&mut settings);
         let ctx = Context::new(self.client_for(), settings);
         for (name, run) in krate_controllers::all(&ctx) {
             if names.contains(&"*") || names.contains(&name) {

@@ -15,7 +15,7 @@ use krate_api::user::UserInfo;
 use krate_apiserver::inprocess::InProcess;
 use krate_apiserver::start::Running;
 use krate_client::leader;
-use krate_controllers::{ClientFor, Clients, Context, Settings};
+use krate_controllers::{ClientFor, Clients, Context, Settings, SigningCa};
 
 /// The lease upstream's controller manager elects its leader with.
 const LEASE: &str = "kube-controller-manager";
@@ -32,7 +32,15 @@ pub fn start(running: &Running, leader_elect: bool) -> AbortOnDrop {
             "default",
         ),
     });
-    let settings = Settings { root_ca_pem: running.pki.ca.cert_pem.clone() };
+    let settings = Settings {
+        root_ca_pem: running.pki.ca.cert_pem.clone(),
+        // The built-in CSR signers issue with the cluster CA, as a kubeadm cluster's.
+        cluster_signing: Some(SigningCa {
+            cert_pem: running.pki.ca.cert_pem.clone(),
+            key_pem: running.pki.ca.key_pem.clone(),
+        }),
+        ..Default::default()
+    };
     AbortOnDrop(tokio::spawn(run(client_for, settings, leader_elect)))
 }
 
@@ -76,6 +84,13 @@ pub struct ControllerManagerArgs {
     /// Run the controllers only while holding the kube-controller-manager Lease.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     pub leader_elect: bool,
+    /// PEM CA certificate the built-in CSR signers issue with (csrsigning runs only
+    /// with it and --cluster-signing-key-file).
+    #[arg(long, requires = "cluster_signing_key_file")]
+    pub cluster_signing_cert_file: Option<PathBuf>,
+    /// PEM private key of --cluster-signing-cert-file.
+    #[arg(long, requires = "cluster_signing_cert_file")]
+    pub cluster_signing_key_file: Option<PathBuf>,
 }
 
 /// `krate controller-manager`: the controllers against a remote API server.
@@ -90,11 +105,18 @@ pub async fn run_remote(args: ControllerManagerArgs) -> anyhow::Result<()> {
         Some(file) => tokio::fs::read_to_string(file).await.with_context(|| format!("reading {}", file.display()))?,
         None => root_ca_of(&config).context("the kubeconfig names no certificate authority; pass --root-ca-file")?,
     };
+    let cluster_signing = match (&args.cluster_signing_cert_file, &args.cluster_signing_key_file) {
+        (Some(cert), Some(key)) => Some(SigningCa {
+            cert_pem: tokio::fs::read_to_string(cert).await.with_context(|| format!("reading {}", cert.display()))?,
+            key_pem: tokio::fs::read_to_string(key).await.with_context(|| format!("reading {}", key.display()))?,
+        }),
+        _ => None,
+    };
     let client = kube::Client::try_from(config).context("building the API client")?;
     let client_for: ClientFor = Arc::new(move |_: &str| Clients { read: client.clone(), write: client.clone() });
     tracing::info!(kubeconfig = %path, leader_elect = args.leader_elect, "controller manager starting");
     tokio::select! {
-        () = run(client_for, Settings { root_ca_pem }, args.leader_elect) => Ok(()),
+        () = run(client_for, Settings { root_ca_pem, cluster_signing, ..Default::default() }, args.leader_elect) => Ok(()),
         _ = tokio::signal::ctrl_c() => Ok(()),
     }
 }

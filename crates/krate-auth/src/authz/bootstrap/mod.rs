@@ -264,6 +264,168 @@ mod tests {
         assert!(reconcile_binding(&updated, &desired).is_none());
     }
 
+    fn role(name: &str) -> policy::Role {
+        policy::cluster_roles().into_iter().find(|r| r.name == name).unwrap_or_else(|| panic!("no role {name}"))
+    }
+
+    fn grants(role_name: &str, verbs: &[&str], group: &str, resources: &[&str]) -> bool {
+        covers(&role(role_name).rules, &[PolicyRule::resource(verbs, &[group], resources)]).0
+    }
+
+    #[test]
+    fn every_upstream_controller_role_is_bound_to_its_service_account() {
+        let controllers = [
+            "attachdetach-controller",
+            "certificate-controller",
+            "clusterrole-aggregation-controller",
+            "cronjob-controller",
+            "daemon-set-controller",
+            "deployment-controller",
+            "device-taint-eviction-controller",
+            "disruption-controller",
+            "endpoint-controller",
+            "endpointslice-controller",
+            "endpointslicemirroring-controller",
+            "ephemeral-volume-controller",
+            "expand-controller",
+            "generic-garbage-collector",
+            "horizontal-pod-autoscaler",
+            "job-controller",
+            "legacy-service-account-token-cleaner",
+            "namespace-controller",
+            "node-controller",
+            "persistent-volume-binder",
+            "pod-garbage-collector",
+            "pv-protection-controller",
+            "pvc-protection-controller",
+            "replicaset-controller",
+            "replication-controller",
+            "resource-claim-controller",
+            "resourcequota-controller",
+            "root-ca-cert-publisher",
+            "route-controller",
+            "selinux-warning-controller",
+            "service-account-controller",
+            "service-cidrs-controller",
+            "service-controller",
+            "statefulset-controller",
+            "ttl-after-finished-controller",
+            "ttl-controller",
+            "validatingadmissionpolicy-status-controller",
+            "volumeattributesclass-protection-controller",
+        ];
+        let bindings = policy::cluster_role_bindings();
+        for c in controllers {
+            let name = format!("system:controller:{c}");
+            role(&name);
+            let b = bindings.iter().find(|b| b.name == name).unwrap_or_else(|| panic!("no binding {name}"));
+            assert_eq!(b.role_name, name);
+            assert_eq!(b.subjects, vec![("ServiceAccount", c, "kube-system")]);
+        }
+        let defined = policy::cluster_roles().into_iter().filter(|r| r.name.starts_with("system:controller:")).count();
+        assert_eq!(defined, controllers.len(), "no controller role beyond upstream's default set");
+    }
+
+    #[test]
+    fn controller_roles_carry_upstreams_rules() {
+        let events = |name: &str| grants(name, &["create", "patch", "update"], "events.k8s.io", &["events"]);
+        for quiet in [
+            "clusterrole-aggregation-controller",
+            "namespace-controller",
+            "pod-garbage-collector",
+            "legacy-service-account-token-cleaner",
+        ] {
+            assert!(!events(&format!("system:controller:{quiet}")), "{quiet} records no events upstream");
+        }
+        for noisy in ["horizontal-pod-autoscaler", "certificate-controller", "ttl-controller", "statefulset-controller"]
+        {
+            assert!(events(&format!("system:controller:{noisy}")), "{noisy}");
+        }
+        let hpa = "system:controller:horizontal-pod-autoscaler";
+        assert!(grants(hpa, &["get", "update"], "apps", &["deployments/scale"]));
+        assert!(grants(hpa, &["get", "update"], "example.com", &["widgets/scale"]));
+        assert!(grants(hpa, &["update"], "autoscaling", &["horizontalpodautoscalers/status"]));
+        assert!(!grants(hpa, &["update"], "autoscaling", &["horizontalpodautoscalers"]));
+        assert!(grants(hpa, &["list", "watch"], "metrics.k8s.io", &["pods"]));
+        assert!(!grants(hpa, &["update"], "apps", &["deployments"]));
+
+        let cert = policy::cluster_roles().into_iter().find(|r| r.name == "system:controller:certificate-controller");
+        let cert = cert.unwrap().rules;
+        let sign = |signer: &str| {
+            covers(&cert, &[PolicyRule::resource(&["sign"], &["certificates.k8s.io"], &["signers"]).names(&[signer])]).0
+        };
+        assert!(sign("kubernetes.io/kubelet-serving") && sign("kubernetes.io/legacy-unknown"));
+        assert!(!sign("example.com/other"));
+        let approve = PolicyRule::resource(&["approve"], &["certificates.k8s.io"], &["signers"]);
+        assert!(covers(&cert, &[approve.clone().names(&["kubernetes.io/kube-apiserver-client-kubelet"])]).0);
+        assert!(!covers(&cert, &[approve.names(&["kubernetes.io/kube-apiserver-client"])]).0);
+        assert!(grants(
+            "system:controller:certificate-controller",
+            &["update"],
+            "certificates.k8s.io",
+            &["certificatesigningrequests/approval", "certificatesigningrequests/status"]
+        ));
+
+        // Fixed differences of roles krate had before.
+        assert!(grants(
+            "system:controller:statefulset-controller",
+            &["list", "watch"],
+            "",
+            &["persistentvolumeclaims"]
+        ));
+        assert!(grants("system:controller:statefulset-controller", &["update"], "", &["pods/finalizers"]));
+        assert!(!grants("system:controller:job-controller", &["patch"], "batch", &["jobs/status"]));
+        assert!(grants("system:controller:cronjob-controller", &["watch"], "", &["pods"]));
+        assert!(grants("system:controller:endpoint-controller", &["watch"], "", &["endpoints"]));
+        assert!(grants(
+            "system:controller:endpointslice-controller",
+            &["watch"],
+            "discovery.k8s.io",
+            &["endpointslices"]
+        ));
+        assert!(grants("system:controller:node-controller", &["watch"], "", &["nodes"]));
+        assert!(grants("system:controller:node-controller", &["get", "watch"], "", &["pods"]));
+        assert!(grants("system:controller:pod-garbage-collector", &["watch"], "", &["nodes"]));
+        assert!(grants("system:controller:namespace-controller", &["watch"], "apps", &["deployments"]));
+    }
+
+    #[test]
+    fn cluster_roles_follow_upstreams_differences() {
+        assert!(grants(
+            "system:aggregate-to-edit",
+            &["get", "list", "watch", "create"],
+            "coordination.k8s.io",
+            &["leases"]
+        ));
+        assert!(grants(
+            "system:aggregate-to-edit",
+            &["create", "delete"],
+            "resource.k8s.io",
+            &["resourceclaimtemplates"]
+        ));
+        assert!(!grants("system:aggregate-to-view", &["get"], "coordination.k8s.io", &["leases"]));
+        assert!(grants("system:aggregate-to-view", &["list"], "resource.k8s.io", &["resourceclaims/status"]));
+        assert!(grants("system:node-proxier", &["list", "watch"], "networking.k8s.io", &["servicecidrs"]));
+        assert!(!grants("system:kube-dns", &["list"], "discovery.k8s.io", &["endpointslices"]));
+        assert!(!grants("system:persistent-volume-provisioner", &["patch"], "", &["persistentvolumeclaims"]));
+        assert!(grants("system:kubelet-api-admin", &["get"], "", &["nodes/pods", "nodes/healthz", "nodes/configz"]));
+        assert!(grants("system:monitoring", &["get"], "", &["nodes/metrics"]));
+        assert!(grants("system:kube-scheduler", &["create", "delete"], "coordination.k8s.io", &["leasecandidates"]));
+        assert!(grants("system:kube-scheduler", &["update"], "resource.k8s.io", &["resourceclaims/status"]));
+        assert!(grants("system:kube-scheduler", &["watch"], "storage.k8s.io", &["volumeattachments"]));
+        assert!(grants("system:node-problem-detector", &["patch"], "", &["nodes/status"]));
+        assert!(grants("system:heapster", &["list"], "extensions", &["deployments"]));
+
+        let ns_roles = policy::namespaced_roles();
+        let locking = ns_roles.iter().find(|r| r.name == "system::leader-locking-kube-controller-manager").unwrap();
+        let lease = PolicyRule::resource(&["create", "get", "update"], &["coordination.k8s.io"], &["leases"]);
+        assert!(covers(&locking.rules, &[lease]).0);
+        assert!(!covers(&locking.rules, &[PolicyRule::resource(&["watch"], &[""], &["configmaps"])]).0);
+        let bindings = policy::namespaced_role_bindings();
+        let b = bindings.iter().find(|b| b.name == "system::leader-locking-kube-controller-manager").unwrap();
+        assert!(b.subjects.contains(&("ServiceAccount", "leader-election-controller", "kube-system")));
+    }
+
     #[test]
     fn every_binding_names_a_bootstrap_role() {
         let roles = policy::cluster_roles();

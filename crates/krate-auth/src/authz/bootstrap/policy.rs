@@ -137,10 +137,22 @@ pub fn cluster_roles() -> Vec<Role> {
         ),
         cluster_role(
             "system:monitoring",
-            vec![urls(
-                &["get"],
-                &["/metrics", "/metrics/slis", "/livez", "/readyz", "/healthz", "/livez/*", "/readyz/*", "/healthz/*"],
-            )],
+            vec![
+                urls(
+                    &["get"],
+                    &[
+                        "/metrics",
+                        "/metrics/slis",
+                        "/livez",
+                        "/readyz",
+                        "/healthz",
+                        "/livez/*",
+                        "/readyz/*",
+                        "/healthz/*",
+                    ],
+                ),
+                r(&["get"], &[CORE], &["nodes/metrics"]),
+            ],
         ),
         cluster_role(
             "system:basic-user",
@@ -241,7 +253,8 @@ pub fn cluster_roles() -> Vec<Role> {
                 ),
                 r(WRITE, &[POLICY], &["poddisruptionbudgets"]),
                 r(WRITE, &[NETWORKING], &["networkpolicies", "ingresses"]),
-                r(WRITE, &[COORD], &["leases"]),
+                r(READ_WRITE, &[COORD], &["leases"]),
+                r(WRITE, &[RESOURCE], &["resourceclaims", "resourceclaimtemplates"]),
             ],
         },
         Role {
@@ -323,7 +336,7 @@ pub fn cluster_roles() -> Vec<Role> {
                 ),
                 r(READ, &[POLICY], &["poddisruptionbudgets", "poddisruptionbudgets/status"]),
                 r(READ, &[NETWORKING], &["networkpolicies", "ingresses", "ingresses/status"]),
-                r(READ, &[COORD], &["leases"]),
+                r(READ, &[RESOURCE], &["resourceclaims", "resourceclaims/status", "resourceclaimtemplates"]),
             ],
         },
         cluster_role("system:node", node_rules()),
@@ -333,6 +346,7 @@ pub fn cluster_roles() -> Vec<Role> {
                 r(&["list", "watch"], &[CORE], &["services", "endpoints"]),
                 r(READ, &[CORE], &["nodes"]),
                 events_rule(),
+                r(&["list", "watch"], &[NETWORKING], &["servicecidrs"]),
                 r(&["list", "watch"], &[DISCOVERY], &["endpointslices"]),
             ],
         ),
@@ -357,19 +371,14 @@ pub fn cluster_roles() -> Vec<Role> {
                 r(&["create"], &[CORE], &["serviceaccounts/token"]),
             ],
         ),
-        cluster_role(
-            "system:kube-dns",
-            vec![
-                r(&["list", "watch"], &[CORE], &["endpoints", "services"]),
-                r(&["list", "watch"], &[DISCOVERY], &["endpointslices"]),
-            ],
-        ),
+        cluster_role("system:kube-dns", vec![r(&["list", "watch"], &[CORE], &["endpoints", "services"])]),
         cluster_role(
             "system:kube-scheduler",
             vec![
                 events_rule(),
                 r(&["create"], &[COORD], &["leases"]),
-                r(&["get", "update"], &[COORD], &["leases"]).names(&["kube-scheduler"]),
+                r(&["get", "update", "list", "watch"], &[COORD], &["leases"]).names(&["kube-scheduler"]),
+                r(READ_WRITE, &[COORD], &["leasecandidates"]),
                 r(READ, &[CORE], &["nodes"]),
                 r(&["get", "list", "watch", "delete"], &[CORE], &["pods"]),
                 r(&["create"], &[CORE], &["pods/binding", "bindings"]),
@@ -382,9 +391,15 @@ pub fn cluster_roles() -> Vec<Role> {
                 r(&["create"], &[AUTHN], &["tokenreviews"]),
                 r(&["create"], &[AUTHZ], &["subjectaccessreviews"]),
                 r(READ, &[STORAGE], &["csinodes"]),
+                r(READ, &[STORAGE], &["volumeattachments"]),
                 r(READ, &[CORE], &["namespaces"]),
                 r(READ, &[STORAGE], &["csidrivers"]),
                 r(READ, &[STORAGE], &["csistoragecapacities"]),
+                r(READ, &[RESOURCE], &["deviceclasses"]),
+                r(READ_UPDATE, &[RESOURCE], &["resourceclaims"]),
+                r(READ_UPDATE, &[RESOURCE], &["resourceclaims/status"]),
+                r(&["update"], &[CORE], &["pods/finalizers"]),
+                r(READ, &[RESOURCE], &["resourceslices"]),
             ],
         ),
         cluster_role(
@@ -396,6 +411,17 @@ pub fn cluster_roles() -> Vec<Role> {
             ],
         ),
         cluster_role(
+            "system:heapster",
+            vec![
+                r(READ, &[CORE], &["events", "namespaces", "nodes", "pods"]),
+                r(READ, &[EXTENSIONS], &["deployments"]),
+            ],
+        ),
+        cluster_role(
+            "system:node-problem-detector",
+            vec![r(&["get"], &[CORE], &["nodes"]), r(&["patch"], &[CORE], &["nodes/status"]), events_rule()],
+        ),
+        cluster_role(
             "system:node-bootstrapper",
             vec![r(&["create", "get", "list", "watch"], &[CERTS], &["certificatesigningrequests"])],
         ),
@@ -405,6 +431,7 @@ pub fn cluster_roles() -> Vec<Role> {
                 r(&["get", "list", "watch"], &[CORE], &["nodes"]),
                 r(&["proxy"], &[CORE], &["nodes"]),
                 r(&["*"], &[CORE], &["nodes/proxy", "nodes/metrics", "nodes/stats", "nodes/log"]),
+                r(&["*"], &[CORE], &["nodes/pods", "nodes/healthz", "nodes/configz"]),
             ],
         ),
         cluster_role(
@@ -447,7 +474,7 @@ pub fn cluster_roles() -> Vec<Role> {
             "system:persistent-volume-provisioner",
             vec![
                 r(&["get", "list", "watch", "create", "delete"], &[CORE], &["persistentvolumes"]),
-                r(READ_UPDATE, &[CORE], &["persistentvolumeclaims"]),
+                r(&["get", "list", "watch", "update"], &[CORE], &["persistentvolumeclaims"]),
                 r(READ, &[STORAGE], &["storageclasses"]),
                 r(&["watch"], &[CORE], &["events"]),
                 events_rule(),
@@ -461,11 +488,12 @@ pub fn cluster_roles() -> Vec<Role> {
 /// The controllers' roles (system:controller:NAME), each bound to the service account
 /// kube-system/NAME. Only the controllers krate runs or will run.
 fn controller_roles() -> Vec<Role> {
-    // Upstream gives every controller role the events rule but these three.
-    const WITHOUT_EVENTS: [&str; 3] = [
+    // Upstream gives every controller role the events rule but these four.
+    const WITHOUT_EVENTS: [&str; 4] = [
         "system:controller:clusterrole-aggregation-controller",
         "system:controller:namespace-controller",
         "system:controller:pod-garbage-collector",
+        "system:controller:legacy-service-account-token-cleaner",
     ];
     let c = |name: &'static str, rules: Vec<PolicyRule>| {
         let mut rules = rules;
@@ -532,15 +560,16 @@ fn controller_roles() -> Vec<Role> {
                 r(&["update"], &[APPS], &["statefulsets/finalizers"]),
                 r(&["get", "create", "delete", "update", "patch"], &[CORE], &["pods"]),
                 r(&["get", "create", "delete", "update", "patch", "list", "watch"], &[APPS], &["controllerrevisions"]),
-                r(&["get", "create"], &[CORE], &["persistentvolumeclaims"]),
+                r(&["create", "get", "list", "watch"], &[CORE], &["persistentvolumeclaims"]),
                 r(&["update", "delete"], &[CORE], &["persistentvolumeclaims"]),
+                r(&["update"], &[CORE], &["pods/finalizers"]),
             ],
         ),
         c(
             "system:controller:job-controller",
             vec![
                 r(&["get", "list", "watch", "update", "patch"], &[BATCH], &["jobs"]),
-                r(&["update", "patch"], &[BATCH], &["jobs/status"]),
+                r(&["update"], &[BATCH], &["jobs/status"]),
                 r(&["update"], &[BATCH], &["jobs/finalizers"]),
                 r(&["list", "watch", "create", "delete", "patch"], &[CORE], &["pods"]),
             ],
@@ -552,7 +581,7 @@ fn controller_roles() -> Vec<Role> {
                 r(&["get", "list", "watch", "create", "update", "delete", "patch"], &[BATCH], &["jobs"]),
                 r(&["update"], &[BATCH], &["cronjobs/status"]),
                 r(&["update"], &[BATCH], &["cronjobs/finalizers"]),
-                r(&["list", "delete"], &[CORE], &["pods"]),
+                r(&["delete", "list", "watch"], &[CORE], &["pods"]),
             ],
         ),
         c(
@@ -560,7 +589,7 @@ fn controller_roles() -> Vec<Role> {
             vec![
                 r(&["get", "list", "watch", "delete"], &[CORE], &["namespaces"]),
                 r(&["update"], &[CORE], &["namespaces/finalize", "namespaces/status"]),
-                r(&["get", "list", "delete", "deletecollection"], &["*"], &["*"]),
+                r(&["delete", "deletecollection", "get", "list", "watch"], &["*"], &["*"]),
             ],
         ),
         c(
@@ -571,7 +600,7 @@ fn controller_roles() -> Vec<Role> {
             "system:controller:endpoint-controller",
             vec![
                 r(READ, &[CORE], &["services", "pods"]),
-                r(&["get", "list", "create", "update", "delete"], &[CORE], &["endpoints"]),
+                r(&["get", "list", "watch", "create", "update", "delete"], &[CORE], &["endpoints"]),
                 r(&["create"], &[CORE], &["endpoints/restricted"]),
             ],
         ),
@@ -580,7 +609,7 @@ fn controller_roles() -> Vec<Role> {
             vec![
                 r(&["get", "list", "watch"], &[CORE], &["services", "pods", "nodes"]),
                 r(&["update"], &[CORE], &["services/finalizers"]),
-                r(&["get", "list", "create", "update", "delete"], &[DISCOVERY], &["endpointslices"]),
+                r(&["get", "list", "watch", "create", "update", "delete"], &[DISCOVERY], &["endpointslices"]),
             ],
         ),
         c("system:controller:service-account-controller", vec![r(&["create"], &[CORE], &["serviceaccounts"])]),
@@ -588,23 +617,207 @@ fn controller_roles() -> Vec<Role> {
         c(
             "system:controller:node-controller",
             vec![
-                r(&["get", "list", "update", "delete", "patch"], &[CORE], &["nodes"]),
+                r(&["delete", "get", "list", "patch", "update", "watch"], &[CORE], &["nodes"]),
                 r(&["patch", "update"], &[CORE], &["nodes/status"]),
                 r(&["patch", "update"], &[CORE], &["pods/status"]),
-                r(&["list", "delete"], &[CORE], &["pods"]),
+                r(&["delete", "get", "list", "watch"], &[CORE], &["pods"]),
             ],
         ),
         c(
             "system:controller:pod-garbage-collector",
             vec![
                 r(&["list", "watch", "delete"], &[CORE], &["pods"]),
-                r(&["get", "list"], &[CORE], &["nodes"]),
+                r(READ, &[CORE], &["nodes"]),
                 r(&["patch"], &[CORE], &["pods/status"]),
             ],
         ),
         c(
             "system:controller:ttl-after-finished-controller",
             vec![r(&["get", "list", "watch", "delete"], &[BATCH], &["jobs"])],
+        ),
+        c(
+            "system:controller:attachdetach-controller",
+            vec![
+                r(&["list", "watch"], &[CORE], &["persistentvolumeclaims", "persistentvolumes"]),
+                r(READ, &[CORE], &["nodes"]),
+                r(&["patch", "update"], &[CORE], &["nodes/status"]),
+                r(&["list", "watch"], &[CORE], &["pods"]),
+                r(&["create", "delete", "get", "list", "watch"], &[STORAGE], &["volumeattachments"]),
+                r(READ, &[STORAGE], &["csidrivers"]),
+                r(READ, &[STORAGE], &["csinodes"]),
+            ],
+        ),
+        c(
+            "system:controller:certificate-controller",
+            vec![
+                r(&["delete", "get", "list", "watch"], &[CERTS], &["certificatesigningrequests"]),
+                r(&["update"], &[CERTS], &["certificatesigningrequests/approval", "certificatesigningrequests/status"]),
+                r(&["approve"], &[CERTS], &["signers"]).names(&["kubernetes.io/kube-apiserver-client-kubelet"]),
+                r(&["sign"], &[CERTS], &["signers"]).names(&[
+                    "kubernetes.io/kube-apiserver-client",
+                    "kubernetes.io/kube-apiserver-client-kubelet",
+                    "kubernetes.io/kubelet-serving",
+                    "kubernetes.io/legacy-unknown",
+                ]),
+                r(&["create"], &[AUTHZ], &["subjectaccessreviews"]),
+            ],
+        ),
+        c(
+            "system:controller:device-taint-eviction-controller",
+            vec![
+                r(&["delete", "get", "list", "watch"], &[CORE], &["pods"]),
+                r(&["patch", "update"], &[CORE], &["pods/status"]),
+                r(READ, &[RESOURCE], &["resourceclaims"]),
+                r(READ, &[RESOURCE], &["resourceslices"]),
+                r(READ, &[RESOURCE], &["deviceclasses"]),
+            ],
+        ),
+        c(
+            "system:controller:disruption-controller",
+            vec![
+                r(READ, &[APPS, EXTENSIONS], &["deployments"]),
+                r(READ, &[APPS, EXTENSIONS], &["replicasets"]),
+                r(READ, &[CORE], &["replicationcontrollers"]),
+                r(READ, &[POLICY], &["poddisruptionbudgets"]),
+                r(READ, &[APPS], &["statefulsets"]),
+                r(&["update"], &[POLICY], &["poddisruptionbudgets/status"]),
+                r(&["patch", "update"], &[CORE], &["pods/status"]),
+                r(&["get"], &["*"], &["*/scale"]),
+            ],
+        ),
+        c(
+            "system:controller:endpointslicemirroring-controller",
+            vec![
+                r(READ, &[CORE], &["endpoints", "services"]),
+                r(&["update"], &[CORE], &["services/finalizers"]),
+                r(&["update"], &[CORE], &["endpoints/finalizers"]),
+                r(&["create", "delete", "get", "list", "update", "watch"], &[DISCOVERY], &["endpointslices"]),
+            ],
+        ),
+        c(
+            "system:controller:ephemeral-volume-controller",
+            vec![
+                r(READ, &[CORE], &["pods"]),
+                r(&["update"], &[CORE], &["pods/finalizers"]),
+                r(&["create", "get", "list", "watch"], &[CORE], &["persistentvolumeclaims"]),
+            ],
+        ),
+        c(
+            "system:controller:expand-controller",
+            vec![
+                r(&["get", "list", "patch", "update", "watch"], &[CORE], &["persistentvolumes"]),
+                r(&["patch", "update"], &[CORE], &["persistentvolumeclaims/status"]),
+                r(READ, &[CORE], &["persistentvolumeclaims"]),
+            ],
+        ),
+        c(
+            "system:controller:horizontal-pod-autoscaler",
+            vec![
+                r(READ, &[AUTOSCALING], &["horizontalpodautoscalers"]),
+                r(&["update"], &[AUTOSCALING], &["horizontalpodautoscalers/status"]),
+                r(&["get", "update"], &["*"], &["*/scale"]),
+                r(&["list", "watch"], &[CORE], &["pods"]),
+                r(&["list", "watch"], &["metrics.k8s.io"], &["pods"]),
+                r(READ, &["custom.metrics.k8s.io"], &["*"]),
+                r(READ, &["external.metrics.k8s.io"], &["*"]),
+            ],
+        ),
+        c(
+            "system:controller:legacy-service-account-token-cleaner",
+            vec![
+                r(&["get"], &[CORE], &["configmaps"]).names(&["kube-apiserver-legacy-service-account-token-tracking"]),
+                r(&["delete", "patch"], &[CORE], &["secrets"]),
+            ],
+        ),
+        c(
+            "system:controller:persistent-volume-binder",
+            vec![
+                r(&["create", "delete", "get", "list", "update", "watch"], &[CORE], &["persistentvolumes"]),
+                r(&["update"], &[CORE], &["persistentvolumes/status"]),
+                r(&["get", "list", "update", "watch"], &[CORE], &["persistentvolumeclaims"]),
+                r(&["update"], &[CORE], &["persistentvolumeclaims/status"]),
+                r(&["create", "delete", "get", "list", "watch"], &[CORE], &["pods"]),
+                r(READ, &[STORAGE], &["storageclasses"]),
+                r(&["list", "watch"], &[CORE], &["nodes"]),
+                r(&["watch"], &[CORE], &["events"]),
+            ],
+        ),
+        c(
+            "system:controller:pv-protection-controller",
+            vec![r(&["get", "list", "update", "watch"], &[CORE], &["persistentvolumes"])],
+        ),
+        c(
+            "system:controller:pvc-protection-controller",
+            vec![
+                r(&["get", "list", "update", "watch"], &[CORE], &["persistentvolumeclaims"]),
+                r(&["update"], &[CORE], &["persistentvolumeclaims/status"]),
+                r(READ, &[CORE], &["pods"]),
+            ],
+        ),
+        c(
+            "system:controller:resource-claim-controller",
+            vec![
+                r(READ, &[CORE], &["pods"]),
+                r(&["update"], &[CORE], &["pods/finalizers"]),
+                r(&["create", "delete", "get", "list", "watch"], &[RESOURCE], &["resourceclaims"]),
+                r(&["patch", "update"], &[RESOURCE], &["resourceclaims", "resourceclaims/status"]),
+                r(&["patch", "update"], &[CORE], &["pods/status"]),
+                r(&["patch", "update"], &[RESOURCE], &["resourceclaims/binding"]),
+            ],
+        ),
+        c(
+            "system:controller:resourcequota-controller",
+            vec![r(&["list", "watch"], &["*"], &["*"]), r(&["update"], &[CORE], &["resourcequotas/status"])],
+        ),
+        c(
+            "system:controller:route-controller",
+            vec![r(&["list", "watch"], &[CORE], &["nodes"]), r(&["patch"], &[CORE], &["nodes/status"])],
+        ),
+        c(
+            "system:controller:selinux-warning-controller",
+            vec![
+                r(READ, &[CORE], &["persistentvolumes"]),
+                r(READ, &[CORE], &["persistentvolumeclaims"]),
+                r(READ, &[CORE], &["pods"]),
+                r(READ, &[STORAGE], &["csidrivers"]),
+            ],
+        ),
+        c(
+            "system:controller:service-cidrs-controller",
+            vec![
+                r(&["get", "list", "patch", "update", "watch"], &[NETWORKING], &["servicecidrs"]),
+                r(&["patch", "update"], &[NETWORKING], &["servicecidrs/finalizers"]),
+                r(&["patch", "update"], &[NETWORKING], &["servicecidrs/status"]),
+                r(READ, &[NETWORKING], &["ipaddresses"]),
+            ],
+        ),
+        c(
+            "system:controller:service-controller",
+            vec![
+                r(READ, &[CORE], &["services"]),
+                r(&["patch", "update"], &[CORE], &["services/status"]),
+                r(&["list", "watch"], &[CORE], &["nodes"]),
+            ],
+        ),
+        c("system:controller:ttl-controller", vec![r(&["list", "patch", "update", "watch"], &[CORE], &["nodes"])]),
+        c(
+            "system:controller:validatingadmissionpolicy-status-controller",
+            vec![
+                r(READ, &["admissionregistration.k8s.io"], &["validatingadmissionpolicies"]),
+                r(
+                    &["get", "patch", "update"],
+                    &["admissionregistration.k8s.io"],
+                    &["validatingadmissionpolicies/status"],
+                ),
+            ],
+        ),
+        c(
+            "system:controller:volumeattributesclass-protection-controller",
+            vec![
+                r(READ, &[CORE], &["persistentvolumeclaims"]),
+                r(READ, &[CORE], &["persistentvolumes"]),
+                r(&["get", "list", "update", "watch"], &[STORAGE], &["volumeattributesclasses"]),
+            ],
         ),
     ]
 }
@@ -649,28 +862,19 @@ pub fn namespaced_roles() -> Vec<Role> {
         aggregate_from: None,
         rules,
     };
+    // Upstream's leader-locking roles are about Leases only since the ConfigMap lock went.
+    let leader_locking = vec![
+        r(&["create", "get", "list", "update", "watch"], &[COORD], &["leases"]),
+        r(&["create", "get", "list", "update", "watch"], &[COORD], &["leasecandidates"]),
+    ];
     vec![
         ns(
             "kube-system",
             "extension-apiserver-authentication-reader",
             vec![r(READ, &[CORE], &["configmaps"]).names(&["extension-apiserver-authentication"])],
         ),
-        ns(
-            "kube-system",
-            "system::leader-locking-kube-controller-manager",
-            vec![
-                r(&["watch"], &[CORE], &["configmaps"]),
-                r(&["get", "update"], &[CORE], &["configmaps"]).names(&["kube-controller-manager"]),
-            ],
-        ),
-        ns(
-            "kube-system",
-            "system::leader-locking-kube-scheduler",
-            vec![
-                r(&["watch"], &[CORE], &["configmaps"]),
-                r(&["get", "update"], &[CORE], &["configmaps"]).names(&["kube-scheduler"]),
-            ],
-        ),
+        ns("kube-system", "system::leader-locking-kube-controller-manager", leader_locking.clone()),
+        ns("kube-system", "system::leader-locking-kube-scheduler", leader_locking),
         ns("kube-system", "system:controller:bootstrap-signer", vec![r(READ, &[CORE], &["secrets"])]),
         ns(
             "kube-system",
@@ -713,7 +917,11 @@ pub fn namespaced_role_bindings() -> Vec<Binding> {
             "kube-system",
             "system::leader-locking-kube-controller-manager",
             "system::leader-locking-kube-controller-manager",
-            vec![user("system:kube-controller-manager"), sa("kube-system", "kube-controller-manager")],
+            vec![
+                user("system:kube-controller-manager"),
+                sa("kube-system", "kube-controller-manager"),
+                sa("kube-system", "leader-election-controller"),
+            ],
         ),
         b(
             "kube-system",

@@ -1,15 +1,13 @@
 //! CertificateSigningRequests end to end: validation, approval and denial through the
-//! approval subresource, the built-in signers issuing certificates from the cluster CA,
-//! and the issued certificate authenticating against the server.
-
-mod common;
+//! approval subresource, the csrsigning controller issuing certificates from the cluster
+//! CA, and the issued certificate authenticating against the server.
 
 use std::time::Duration;
 
 use base64::Engine;
-use common::TestServer;
 use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
 use k8s_openapi::api::core::v1::Namespace;
+use krate_testkit::TestCluster;
 use kube::api::{Api, ListParams, PostParams};
 use serde_json::{Value, json};
 use x509_parser::prelude::FromDer;
@@ -78,7 +76,7 @@ fn has_condition(v: &Value, t: &str) -> bool {
     v["status"]["conditions"].as_array().is_some_and(|cs| cs.iter().any(|c| c["type"] == t))
 }
 
-async fn client_with(srv: &TestServer, cert_pem: &str, key_pem: &str, user: &str) -> kube::Client {
+async fn client_with(srv: &TestCluster, cert_pem: &str, key_pem: &str, user: &str) -> kube::Client {
     let ck = krate_apiserver::pki::CertKey { cert_pem: cert_pem.into(), key_pem: key_pem.into() };
     let path = srv.dir.path().join(format!("{user}.kubeconfig"));
     std::fs::write(&path, srv.running.pki.kubeconfig(&srv.running.url, &ck, user)).unwrap();
@@ -88,8 +86,9 @@ async fn client_with(srv: &TestServer, cert_pem: &str, key_pem: &str, user: &str
 
 #[tokio::test]
 async fn an_approved_client_csr_is_signed_by_the_cluster_ca_and_authenticates() {
-    let srv = TestServer::start().await;
-    let api: Api<CertificateSigningRequest> = Api::all(srv.client().await);
+    let mut srv = TestCluster::start().await;
+    srv.controllers(&["csrsigning"]);
+    let api: Api<CertificateSigningRequest> = Api::all(srv.admin().await);
 
     let (key, pem) = csr_pem("alice", &["system:masters"], vec![]);
     let usages = ["digital signature", "client auth"];
@@ -174,8 +173,9 @@ async fn an_approved_client_csr_is_signed_by_the_cluster_ca_and_authenticates() 
 
 #[tokio::test]
 async fn denied_failed_and_invalid_csrs() {
-    let srv = TestServer::start().await;
-    let api: Api<CertificateSigningRequest> = Api::all(srv.client().await);
+    let mut srv = TestCluster::start().await;
+    srv.controllers(&["csrsigning"]);
+    let api: Api<CertificateSigningRequest> = Api::all(srv.admin().await);
     let client = "kubernetes.io/kube-apiserver-client";
 
     // Denied: never signed; Approved may not join it; Denied may not be removed.
@@ -261,4 +261,125 @@ async fn denied_failed_and_invalid_csrs() {
         api.create(&PostParams::default(), &csr("usage", &pem, client, &["client auth", "flying"], None)).await,
     );
     assert!(e.message.contains("spec.usages[1]: Unsupported value: \"flying\""), "{}", e.message);
+}
+
+fn user(name: &str, groups: &[&str]) -> krate_api::user::UserInfo {
+    let mut groups: Vec<String> = groups.iter().map(|g| g.to_string()).collect();
+    groups.push("system:authenticated".into());
+    krate_api::user::UserInfo { name: name.into(), groups, ..Default::default() }
+}
+
+/// A ClusterRoleBinding of `role` to `subjects` (kind, name), as kubeadm makes for
+/// bootstrap and rotation.
+async fn bind(client: &kube::Client, name: &str, role: &str, subjects: &[(&str, &str)]) {
+    use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
+    let subjects: Vec<Value> = subjects
+        .iter()
+        .map(|(kind, name)| json!({"kind": kind, "name": name, "apiGroup": "rbac.authorization.k8s.io"}))
+        .collect();
+    let binding: ClusterRoleBinding = serde_json::from_value(json!({
+        "metadata": {"name": name},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
+        "subjects": subjects,
+    }))
+    .unwrap();
+    Api::<ClusterRoleBinding>::all(client.clone()).create(&PostParams::default(), &binding).await.unwrap();
+}
+
+fn condition(v: &Value, t: &str) -> Option<Value> {
+    v["status"]["conditions"].as_array()?.iter().find(|c| c["type"] == t).cloned()
+}
+
+#[tokio::test]
+async fn node_client_csrs_are_auto_approved_after_subject_access_reviews_and_then_signed() {
+    let mut srv = TestCluster::start().await;
+    srv.controllers(&["csrapproving", "csrsigning"]);
+    let admin = srv.admin().await;
+    let g = "Group";
+    bind(&admin, "bootstrap", "system:node-bootstrapper", &[(g, "system:bootstrappers"), ("User", "jane")]).await;
+    bind(
+        &admin,
+        "autoapprove-bootstrap",
+        "system:certificates.k8s.io:certificatesigningrequests:nodeclient",
+        &[(g, "system:bootstrappers")],
+    )
+    .await;
+    bind(
+        &admin,
+        "autoapprove-rotation",
+        "system:certificates.k8s.io:certificatesigningrequests:selfnodeclient",
+        &[(g, "system:nodes")],
+    )
+    .await;
+    let kubelet = "kubernetes.io/kube-apiserver-client-kubelet";
+    let usages = ["digital signature", "key encipherment", "client auth"];
+
+    // A bootstrap token asks for node n1's first certificate: nodeclient allows it.
+    let bootstrap = srv.client_as(user("system:bootstrap:abcdef", &["system:bootstrappers"]));
+    let (_, pem) = csr_pem("system:node:n1", &["system:nodes"], vec![]);
+    Api::<CertificateSigningRequest>::all(bootstrap)
+        .create(&PostParams::default(), &csr("node-csr-n1", &pem, kubelet, &usages, None))
+        .await
+        .unwrap();
+    // Node n2 renews its own certificate: selfnodeclient allows it.
+    let node = srv.client_as(user("system:node:n2", &["system:nodes"]));
+    let (_, pem) = csr_pem("system:node:n2", &["system:nodes"], vec![]);
+    Api::<CertificateSigningRequest>::all(node)
+        .create(&PostParams::default(), &csr("node-csr-n2", &pem, kubelet, &usages, None))
+        .await
+        .unwrap();
+    // Jane may create CSRs but not have node certificates approved.
+    let jane = srv.client_as(user("jane", &[]));
+    let (_, pem) = csr_pem("system:node:n3", &["system:nodes"], vec![]);
+    Api::<CertificateSigningRequest>::all(jane)
+        .create(&PostParams::default(), &csr("node-csr-n3", &pem, kubelet, &usages, None))
+        .await
+        .unwrap();
+
+    let api: Api<CertificateSigningRequest> = Api::all(admin);
+    let n1 = wait_for(&api, "node-csr-n1", |v| v["status"]["certificate"].is_string()).await;
+    let approved = condition(&n1, "Approved").unwrap();
+    assert_eq!(approved["reason"], "AutoApproved");
+    assert_eq!(approved["message"], "Auto approving kubelet client certificate after SubjectAccessReview.");
+    let n2 = wait_for(&api, "node-csr-n2", |v| v["status"]["certificate"].is_string()).await;
+    assert_eq!(
+        condition(&n2, "Approved").unwrap()["message"],
+        "Auto approving self kubelet client certificate after SubjectAccessReview."
+    );
+    let n3 = serde_json::to_value(api.get("node-csr-n3").await.unwrap()).unwrap();
+    assert!(v_pending(&n3), "jane's request is left for a person to decide: {n3:#}");
+}
+
+fn v_pending(v: &Value) -> bool {
+    v["status"]["conditions"].as_array().is_none_or(|c| c.is_empty()) && v["status"].get("certificate").is_none()
+}
+
+#[tokio::test]
+async fn the_cleaner_removes_csrs_decided_more_than_an_hour_ago() {
+    let mut srv = TestCluster::start().await;
+    let api: Api<CertificateSigningRequest> = Api::all(srv.admin().await);
+    let client = "kubernetes.io/kube-apiserver-client";
+    let two_hours_ago = jiff::Timestamp::now().checked_sub(jiff::SignedDuration::from_hours(2)).unwrap().to_string();
+    for (name, when) in [("old-denial", Some(two_hours_ago.as_str())), ("new-denial", None), ("pending", None)] {
+        let (_, pem) = csr_pem(name, &[], vec![]);
+        api.create(&PostParams::default(), &csr(name, &pem, client, &["client auth"], None)).await.unwrap();
+        if name == "pending" {
+            continue;
+        }
+        let mut current = serde_json::to_value(api.get(name).await.unwrap()).unwrap();
+        let mut denied = json!({"type": "Denied", "status": "True", "reason": "TestDecision", "message": "no"});
+        if let Some(when) = when {
+            denied["lastUpdateTime"] = json!(when);
+        }
+        current["status"] = json!({"conditions": [denied]});
+        api.replace_subresource("approval", name, &PostParams::default(), &current).await.unwrap();
+    }
+    // The cleaner looks at start, then hourly.
+    srv.controllers(&["csrcleaner"]);
+    krate_testkit::eventually("the old denial to be removed", Duration::from_secs(10), || async {
+        api.get_opt("old-denial").await.unwrap().is_none().then_some(())
+    })
+    .await;
+    assert!(api.get_opt("new-denial").await.unwrap().is_some(), "denied less than an hour ago: kept");
+    assert!(api.get_opt("pending").await.unwrap().is_some(), "pending less than a day: kept");
 }
