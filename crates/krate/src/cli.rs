@@ -30,6 +30,8 @@ pub enum Command {
     Server(Box<ServerArgs>),
     /// Join this machine to a cluster as a node.
     Agent(AgentArgs),
+    /// Run the scheduler alone against an API server (`krate server` runs one itself).
+    Scheduler(SchedulerArgs),
     /// Manage container images on this node.
     #[command(subcommand)]
     Images(ImagesCommand),
@@ -62,6 +64,12 @@ pub struct ServerArgs {
     /// Run no controllers in this process (another process runs them, or none does).
     #[arg(long)]
     pub disable_controller_manager: bool,
+    /// Run no scheduler in this process.
+    #[arg(long)]
+    pub disable_scheduler: bool,
+    /// A KubeSchedulerConfiguration file (kubescheduler.config.k8s.io/v1) for the scheduler.
+    #[arg(long = "scheduler-config")]
+    pub scheduler_config: Option<std::path::PathBuf>,
     /// Where cluster state is kept.
     #[arg(long, value_enum, default_value_t = StorageKind::Sqlite)]
     pub storage: StorageKind,
@@ -156,6 +164,16 @@ pub struct AuditArgs {
     /// First wait before retrying a failed webhook request (a Go duration).
     #[arg(long, default_value = "10s")]
     pub audit_webhook_initial_backoff: String,
+}
+
+#[derive(Args, Debug)]
+pub struct SchedulerArgs {
+    /// Kubeconfig of the API server to schedule for (its user needs system:kube-scheduler's rights).
+    #[arg(long)]
+    pub kubeconfig: PathBuf,
+    /// A KubeSchedulerConfiguration file (kubescheduler.config.k8s.io/v1).
+    #[arg(long)]
+    pub config: Option<PathBuf>,
 }
 
 #[derive(Args, Debug)]

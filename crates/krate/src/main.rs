@@ -3,6 +3,7 @@
 mod cli;
 mod controllers;
 mod encryption;
+mod scheduler;
 mod server;
 mod storage;
 
@@ -28,6 +29,7 @@ fn main() -> ExitCode {
     let result = runtime.block_on(async {
         match cli.command {
             Command::Server(args) => server::run(*args).await,
+            Command::Scheduler(args) => scheduler::run(args).await,
             Command::Agent(_) => not_available("agent", "the node agent"),
             Command::Images(ImagesCommand::Import(_)) => not_available("images import", "the node agent"),
             Command::Version => {

@@ -52,6 +52,11 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
         "krate server is ready"
     );
     let _controllers = if args.disable_controller_manager { None } else { Some(crate::controllers::start(&running)) };
+    let _scheduler = if args.disable_scheduler {
+        None
+    } else {
+        Some(crate::scheduler::start(&running, args.scheduler_config.clone()).await?)
+    };
     // Nodes join with this token (`krate agent --token`).
     if let Some(token) = &running.join_token {
         tracing::info!(path = %args.data_dir.join("token").display(), token, "join token");
