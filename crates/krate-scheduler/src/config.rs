@@ -123,10 +123,10 @@ impl ProfileConfig {
         p.preemption = !off(&pl.post_filter, DEFAULT_PREEMPTION);
         p.scheduling_gates = !off(&pl.pre_enqueue, SCHEDULING_GATES);
         for enabled in pl.multi_point.enabled.iter().chain(&pl.filter.enabled) {
-            if let Some(f) = Filter::DEFAULT.iter().find(|f| f.name() == enabled.name) {
-                if !p.filters.contains(f) {
-                    p.filters.push(*f);
-                }
+            if let Some(f) = Filter::DEFAULT.iter().find(|f| f.name() == enabled.name)
+                && !p.filters.contains(f)
+            {
+                p.filters.push(*f);
             }
         }
         for enabled in pl.multi_point.enabled.iter().chain(&pl.score.enabled) {

@@ -198,7 +198,8 @@ impl FilterState {
             }
         }
         // No pod matches the terms anywhere: a pod matching its own terms may go first.
-        if !pods_exist && !(self.affinity.values().all(|n| *n <= 0) && self.self_affine) {
+        let may_go_first = self.affinity.values().all(|n| *n <= 0) && self.self_affine;
+        if !pods_exist && !may_go_first {
             return Err(Failure::unresolvable(REASON_AFFINITY));
         }
         Ok(())

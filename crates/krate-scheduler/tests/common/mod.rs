@@ -56,7 +56,7 @@ pub async fn event_message(client: &kube::Client, namespace: &str, pod: &str, re
             .into_iter()
             .filter(|e| e.involved_object.name.as_deref() == Some(pod) && e.reason.as_deref() == Some(reason))
             .filter_map(|e| e.message)
-            .last()
+            .next_back()
     })
     .await
 }
