@@ -1,10 +1,12 @@
 //! `krate-bench`: the measurements behind bench/RESULTS.md. Run in release mode:
 //! `cargo run --release -p krate-bench -- store`, or, after
-//! `cargo build --release -p krate -p krate-bench`, `./target/release/krate-bench api`.
+//! `cargo build --release -p krate -p krate-bench`, `./target/release/krate-bench api`
+//! (`scheduler --nodes 5000 --pods 10000` for the scheduler's throughput).
 
 mod api;
 mod control;
 mod kubectl;
+mod scheduler;
 mod stats;
 mod store;
 
@@ -30,6 +32,8 @@ enum Command {
     /// kubectl apply of a 100-object manifest (client- and server-side) and LIST of 10k
     /// pods as JSON, Table and protobuf.
     Kubectl(kubectl::KubectlArgs),
+    /// Scheduler throughput: pods/s binding pending pods onto simulated nodes.
+    Scheduler(scheduler::SchedulerArgs),
 }
 
 #[tokio::main]
@@ -39,5 +43,6 @@ async fn main() -> anyhow::Result<()> {
         Command::Api(args) => api::run(args).await,
         Command::Kubectl(args) => kubectl::run(args).await,
         Command::Control(args) => control::run(args).await,
+        Command::Scheduler(args) => scheduler::run(args).await,
     }
 }

@@ -262,7 +262,7 @@ fn validate_pod_update(new: &Value, old: &Value) -> Vec<Cause> {
             }
         }
         if let Some(m) = spec.as_object_mut() {
-            for f in ["activeDeadlineSeconds", "tolerations", "terminationGracePeriodSeconds"] {
+            for f in ["activeDeadlineSeconds", "tolerations", "terminationGracePeriodSeconds", "schedulingGates"] {
                 m.remove(f);
             }
         }
@@ -280,6 +280,16 @@ fn validate_pod_update(new: &Value, old: &Value) -> Vec<Cause> {
         causes.push(Cause::forbidden(
             "spec.tolerations",
             "existing toleration can not be modified except its tolerationSeconds",
+        ));
+    }
+    // Scheduling gates may only be removed (pod scheduling readiness).
+    let gates = |v: &Value| v.pointer("/spec/schedulingGates").and_then(Value::as_array).cloned().unwrap_or_default();
+    let old_gates = gates(old);
+    for gate in gates(new).iter().filter(|g| !old_gates.contains(g)) {
+        let name = gate.get("name").and_then(Value::as_str).unwrap_or_default();
+        causes.push(Cause::forbidden(
+            "spec.schedulingGates",
+            format!("only deletion is allowed, but found new scheduling gate '{name}'"),
         ));
     }
     causes
@@ -715,6 +725,17 @@ pub fn for_kind(group: &str, kind: &str) -> Arc<dyn Strategy> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn scheduling_gates_may_only_be_removed() {
+        let pod = |gates: Value| json!({"spec": {"containers": [], "schedulingGates": gates}});
+        let old = pod(json!([{"name": "a"}, {"name": "b"}]));
+        assert!(validate_pod_update(&pod(json!([{"name": "b"}])), &old).is_empty());
+        assert!(validate_pod_update(&pod(Value::Null), &old).is_empty());
+        let causes = validate_pod_update(&pod(json!([{"name": "c"}])), &old);
+        assert_eq!(causes.len(), 1);
+        assert_eq!(causes[0].field, "spec.schedulingGates");
+    }
 
     #[test]
     fn field_values_render_like_upstream() {

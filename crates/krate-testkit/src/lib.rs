@@ -111,6 +111,21 @@ impl TestCluster {
         }));
     }
 
+    /// Starts the scheduler in-process as `krate server` does (as system:kube-scheduler,
+    /// upstream's default profile).
+    pub fn scheduler(&mut self) {
+        self.scheduler_with(krate_scheduler::Options::default());
+    }
+
+    pub fn scheduler_with(&mut self, options: krate_scheduler::Options) {
+        let client = self.client_as(UserInfo::component("system:kube-scheduler"));
+        self.loops.push(tokio::spawn(async move {
+            if let Err(error) = krate_scheduler::run(client, options).await {
+                panic!("scheduler stopped: {error}");
+            }
+        }));
+    }
+
     /// Runs any other loop (a scheduler, say) for the life of the cluster.
     pub fn spawn(&mut self, run: impl Future<Output = ()> + Send + 'static) {
         self.loops.push(tokio::spawn(run));

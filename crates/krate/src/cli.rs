@@ -34,6 +34,8 @@ pub enum Command {
     SimulateNodes(crate::simulate::SimulateNodesArgs),
     /// Join this machine to a cluster as a node.
     Agent(AgentArgs),
+    /// Run the scheduler alone against an API server (`krate server` runs one itself).
+    Scheduler(SchedulerArgs),
     /// Manage container images on this node.
     #[command(subcommand)]
     Images(ImagesCommand),
@@ -66,10 +68,17 @@ pub struct ServerArgs {
     /// Run no controllers in this process (another process runs them, or none does).
     #[arg(long)]
     pub disable_controller_manager: bool,
-    /// Run the controllers only while holding the kube-controller-manager Lease, so that
-    /// several servers sharing one etcd never run them twice.
+    /// Run the controllers and the scheduler only while holding the
+    /// kube-controller-manager and kube-scheduler Leases, so that several servers sharing
+    /// one etcd never run them twice.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     pub leader_elect: bool,
+    /// Run no scheduler in this process.
+    #[arg(long)]
+    pub disable_scheduler: bool,
+    /// A KubeSchedulerConfiguration file (kubescheduler.config.k8s.io/v1) for the scheduler.
+    #[arg(long = "scheduler-config")]
+    pub scheduler_config: Option<std::path::PathBuf>,
     /// Where cluster state is kept.
     #[arg(long, value_enum, default_value_t = StorageKind::Sqlite)]
     pub storage: StorageKind,
@@ -168,6 +177,19 @@ pub struct AuditArgs {
     /// First wait before retrying a failed webhook request (a Go duration).
     #[arg(long, default_value = "10s")]
     pub audit_webhook_initial_backoff: String,
+}
+
+#[derive(Args, Debug)]
+pub struct SchedulerArgs {
+    /// Kubeconfig of the API server to schedule for (its user needs system:kube-scheduler's rights).
+    #[arg(long)]
+    pub kubeconfig: PathBuf,
+    /// A KubeSchedulerConfiguration file (kubescheduler.config.k8s.io/v1).
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// Schedule only while holding the kube-scheduler Lease.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    pub leader_elect: bool,
 }
 
 #[derive(Args, Debug)]

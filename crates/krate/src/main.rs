@@ -3,6 +3,7 @@
 mod cli;
 mod controllers;
 mod encryption;
+mod scheduler;
 mod server;
 mod simulate;
 mod storage;
@@ -31,6 +32,7 @@ fn main() -> ExitCode {
             Command::Server(args) => server::run(*args).await,
             Command::ControllerManager(args) => controllers::run_remote(args).await,
             Command::SimulateNodes(args) => simulate::run(args).await,
+            Command::Scheduler(args) => scheduler::run(args).await,
             Command::Agent(_) => not_available("agent", "the node agent"),
             Command::Images(ImagesCommand::Import(_)) => not_available("images import", "the node agent"),
             Command::Version => {

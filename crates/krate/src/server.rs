@@ -57,6 +57,11 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
     } else {
         Some(crate::controllers::start(&running, args.leader_elect))
     };
+    let _scheduler = if args.disable_scheduler {
+        None
+    } else {
+        Some(crate::scheduler::start(&running, args.scheduler_config.clone(), args.leader_elect).await?)
+    };
     // Nodes join with this token (`krate agent --token`).
     if let Some(token) = &running.join_token {
         tracing::info!(path = %args.data_dir.join("token").display(), token, "join token");

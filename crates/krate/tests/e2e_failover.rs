@@ -68,6 +68,20 @@ async fn the_standby_takes_over_the_controllers_when_the_leader_dies() {
         assert!(started_controllers(&a));
         assert!(!started_controllers(&b), "the standby runs no controllers while the leader lives");
 
+        let scheduler_holder = |s: &Server| {
+            s.kubectl_ok(&[
+                "get",
+                "lease",
+                "-n",
+                "kube-system",
+                "kube-scheduler",
+                "-o",
+                "jsonpath={.spec.holderIdentity}",
+            ])
+        };
+        let scheduling = scheduler_holder(&a);
+        assert!(a.log().contains(&format!("identity={scheduling}")), "the first server schedules too");
+
         let mut a = a;
         a.child.kill().unwrap();
         a.child.wait().unwrap();
@@ -89,6 +103,12 @@ async fn the_standby_takes_over_the_controllers_when_the_leader_dies() {
             "jsonpath={.spec.leaseTransitions}",
         ]);
         assert_eq!(transitions, "1");
+        let deadline = Instant::now() + Duration::from_secs(40);
+        while scheduler_holder(&b) == scheduling {
+            assert!(Instant::now() < deadline, "the standby never took the scheduler lease");
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        assert!(b.log().contains(&format!("identity={}", scheduler_holder(&b))));
     });
     drop(etcd);
 }
