@@ -4,12 +4,16 @@
 //! as its own identity (upstream's `system:serviceaccount:kube-system:<name>`), which the
 //! caller turns into a client, so authorization sees who does what.
 
+pub mod cronjob;
 mod error;
+pub mod job;
 pub mod metrics;
 pub mod namespace;
 mod per_namespace;
+pub mod podgc;
 pub mod root_ca;
 pub mod serviceaccount;
+pub mod ttl_after_finished;
 
 use std::future::Future;
 use std::pin::Pin;
@@ -31,10 +35,28 @@ pub struct Clients {
 pub type ClientFor = Arc<dyn Fn(&str) -> Clients + Send + Sync>;
 
 /// What the controllers need from their surroundings.
-#[derive(Clone, Default)]
+#[derive(Clone)]
 pub struct Settings {
     /// PEM of the cluster CA, published in every namespace as kube-root-ca.crt.
     pub root_ca_pem: String,
+    /// The Job controller's pod-failure back-off.
+    pub job: job::Tuning,
+    /// Terminated pods beyond this many are deleted, oldest first; 0 or less disables
+    /// it (--terminated-pod-gc-threshold, default 12500).
+    pub terminated_pod_gc_threshold: i32,
+    /// The pod garbage collector's timing.
+    pub podgc: podgc::Tuning,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            root_ca_pem: String::new(),
+            job: job::Tuning::default(),
+            terminated_pod_gc_threshold: 12500,
+            podgc: podgc::Tuning::default(),
+        }
+    }
 }
 
 /// What every controller is built from: its clients, the controller manager's shared
@@ -67,6 +89,10 @@ pub fn all(ctx: &Context) -> Vec<(&'static str, Loop)> {
             Box::pin(root_ca::run(client_for("root-ca-cert-publisher"), settings.root_ca_pem.clone())),
         ),
         ("namespace", Box::pin(namespace::run(client_for("namespace-controller")))),
+        ("job", Box::pin(job::run(ctx.clone()))),
+        ("cronjob", Box::pin(cronjob::run(ctx.clone()))),
+        ("ttl-after-finished", Box::pin(ttl_after_finished::run(ctx.clone()))),
+        ("podgc", Box::pin(podgc::run(ctx.clone()))),
     ]
 }
 

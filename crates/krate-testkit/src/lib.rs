@@ -82,9 +82,14 @@ impl TestCluster {
     /// Starts the controllers of `krate_controllers::all` with these names (all of them
     /// for `&["*"]`), sharing one set of informers as in `krate server`.
     pub fn controllers(&mut self, names: &[&str]) {
+        self.controllers_with(names, |_| {});
+    }
+
+    /// As `controllers`, with settings `tweak` adjusts first (shorter back-offs, say).
+    pub fn controllers_with(&mut self, names: &[&str], tweak: impl FnOnce(&mut Settings)) {
         // Defaults for whatever settings a test does not care about.
-        #[allow(clippy::needless_update)]
-        let settings = Settings { root_ca_pem: self.running.pki.ca.cert_pem.clone(), ..Default::default() };
+        let mut settings = Settings { root_ca_pem: self.running.pki.ca.cert_pem.clone(), ..Default::default() };
+        tweak(&mut settings);
         let ctx = Context::new(self.client_for(), settings);
         for (name, run) in krate_controllers::all(&ctx) {
             if names.contains(&"*") || names.contains(&name) {

@@ -21,7 +21,7 @@ pub fn start(running: &Running) -> AbortOnDrop {
             "default",
         ),
     });
-    let settings = Settings { root_ca_pem: running.pki.ca.cert_pem.clone() };
+    let settings = Settings { root_ca_pem: running.pki.ca.cert_pem.clone(), ..Default::default() };
     AbortOnDrop(krate_controllers::spawn_all(Context::new(client_for, settings)))
 }
 
