@@ -86,7 +86,7 @@ async fn completions_with_parallelism_track_pods_by_finalizer() {
     assert!(pod.metadata.name.as_ref().unwrap().starts_with("pi-"));
 
     let done = until_condition(&jobs, "pi", "Complete").await;
-    let status = done.status.unwrap();
+    let status = done.status.clone().unwrap();
     assert_eq!(status.succeeded, Some(4));
     assert_eq!(status.active.unwrap_or(0), 0);
     assert!(status.start_time.is_some() && status.completion_time.is_some());
@@ -188,7 +188,6 @@ async fn pod_failure_policy_fail_job_count_and_fail_index() {
     let (_cluster, client) = cluster().await;
     let rules = json!({"rules": [
         {"action": "FailJob", "onExitCodes": {"containerName": "main", "operator": "In", "values": [42]}},
-        {"action": "FailIndex", "onExitCodes": {"operator": "In", "values": [7]}},
         {"action": "Count", "onExitCodes": {"operator": "NotIn", "values": [0]}},
     ]});
     // FailJob on exit code 42: the Job fails at once, whatever backoffLimit says.
@@ -210,6 +209,8 @@ async fn pod_failure_policy_fail_job_count_and_fail_index() {
     assert_eq!(condition(&failed, "Failed").unwrap().0, "BackoffLimitExceeded");
 
     // FailIndex on exit code 7: that index fails without retries; the others complete.
+    // (FailIndex needs backoffLimitPerIndex.)
+    let rules = json!({"rules": [{"action": "FailIndex", "onExitCodes": {"operator": "In", "values": [7]}}]});
     let spec = json!({"completions": 2, "parallelism": 2, "completionMode": "Indexed", "backoffLimitPerIndex": 3,
         "podFailurePolicy": rules});
     let annotations = json!({"sim.krate.dev/run-for": "0", "sim.krate.dev/exit-codes-by-index": "0=7"});
@@ -290,11 +291,11 @@ async fn suspend_deletes_pods_and_resume_starts_again() {
     jobs.patch("paused", &PatchParams::default(), &Patch::Merge(json!({"spec": {"suspend": true}}))).await.unwrap();
     until_condition(&jobs, "paused", "Suspended").await;
     eventually("pods removed", WAIT, || async { pods_of(&client, "paused").await.is_empty().then_some(()) }).await;
-    let reasons = event_reasons(&client, "paused").await;
-    assert!(
-        reasons.contains(&"Suspended".to_string()) && reasons.contains(&"SuccessfulDelete".to_string()),
-        "{reasons:?}"
-    );
+    eventually("Suspended and SuccessfulDelete events", WAIT, || async {
+        let reasons = event_reasons(&client, "paused").await;
+        (reasons.contains(&"Suspended".to_string()) && reasons.contains(&"SuccessfulDelete".to_string())).then_some(())
+    })
+    .await;
 }
 
 #[tokio::test]

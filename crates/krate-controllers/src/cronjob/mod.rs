@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
-use k8s_openapi::api::batch::v1::{CronJob, Job, JobSpec};
+use k8s_openapi::api::batch::v1::{CronJob, Job};
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
 use k8s_openapi::jiff::Timestamp;
@@ -416,7 +416,7 @@ pub fn job_from_template(cj: &CronJob, scheduled: Timestamp, tz: &TimeZone, name
             owner_references: Some(vec![owner]),
             ..Default::default()
         },
-        spec: Some(template.spec.unwrap_or_else(JobSpec::default)),
+        spec: Some(template.spec.unwrap_or_default()),
         status: None,
     }
 }

@@ -20,11 +20,11 @@ use std::time::Duration;
 use futures::StreamExt;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
-use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::events::{Recorder, Reporter};
-use kube::runtime::reflector::Store;
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::{Resource, ResourceExt};
 use parking_lot::Mutex;
 
 use crate::{Clients, Context, Error};
@@ -124,12 +124,12 @@ async fn release_orphans(
         }
         let owner = pod.owner_references().iter().find(|o| o.controller == Some(true) && o.kind == "Job");
         let job = owner.and_then(|o| {
-            let found = shared.jobs.state().into_iter().find(|j| j.metadata.uid.as_deref() == Some(o.uid.as_str()));
-            found.map(|j| (j, o.uid.clone()))
+            let key = ObjectRef::new(&o.name).within(&pod.namespace().unwrap_or_default());
+            shared.jobs.get(&key).filter(|j| j.metadata.uid.as_deref() == Some(o.uid.as_str()))
         });
         let release = match &job {
             None => true,
-            Some((job, _)) => {
+            Some(job) => {
                 conditions::is_finished(job) && (pods::is_terminal(&pod) || pod.metadata.deletion_timestamp.is_some())
             }
         };
@@ -195,5 +195,3 @@ impl Shared {
         }
     }
 }
-
-use kube::Resource;
