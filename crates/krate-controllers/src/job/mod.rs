@@ -13,9 +13,9 @@ mod pods;
 mod policy;
 mod sync;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use k8s_openapi::api::batch::v1::Job;
@@ -32,6 +32,9 @@ use crate::{Clients, Context, Error};
 pub use pods::{COMPLETION_INDEX, TRACKING_FINALIZER};
 
 const CONTROLLER: &str = "job";
+const EXPECTATIONS_TIMEOUT: Duration = Duration::from_secs(300);
+/// How many of a Job's replaced resourceVersions are remembered.
+const OVERWRITTEN_KEPT: usize = 8;
 
 /// Back-off between pod creations after failures (upstream's DefaultJobPodFailureBackOff
 /// and MaxJobPodFailureBackOff).
@@ -53,6 +56,9 @@ impl Default for Tuning {
 /// informer never causes duplicates.
 #[derive(Default)]
 struct Expected {
+    /// When the oldest unmet expectation was set: after EXPECTATIONS_TIMEOUT they are
+    /// given up, as upstream does, in case a watch event was never seen.
+    since: Option<Instant>,
     created: HashSet<String>,
     deleted: HashSet<String>,
     unfinalized: HashSet<String>,
@@ -66,9 +72,9 @@ pub(crate) struct Shared {
     tuning: Tuning,
     expected: Mutex<HashMap<String, Expected>>,
     backoffs: Mutex<HashMap<String, backoff::Record>>,
-    /// Job uid → (resourceVersion overwritten, resourceVersion written) of our last status
-    /// write, to skip syncing from a copy the informer has not refreshed yet.
-    written: Mutex<HashMap<String, (String, String)>>,
+    /// Job uid → the resourceVersions our latest status writes replaced, to skip syncing
+    /// from a copy the informer has not refreshed yet.
+    overwritten: Mutex<HashMap<String, VecDeque<String>>>,
 }
 
 pub async fn run(ctx: Context) {
@@ -85,7 +91,7 @@ pub async fn run(ctx: Context) {
         tuning: ctx.settings.job.clone(),
         expected: Mutex::default(),
         backoffs: Mutex::default(),
-        written: Mutex::default(),
+        overwritten: Mutex::default(),
     });
     let orphans = release_orphans(shared.clone(), pods.subscribe(), jobs.clone());
     let controller = Controller::for_shared_stream(jobs.subscribe(), jobs.store())
@@ -156,17 +162,45 @@ impl Shared {
         e.created.retain(|n| !by_name.contains_key(n.as_str()));
         e.deleted.retain(|u| by_uid.get(u.as_str()).is_some_and(|p| p.metadata.deletion_timestamp.is_none()));
         e.unfinalized.retain(|u| by_uid.get(u.as_str()).is_some_and(|p| pods::has_finalizer(p)));
-        (e.created.is_empty() && e.deleted.is_empty(), e.unfinalized.clone())
+        let met = e.created.is_empty() && e.deleted.is_empty();
+        if met {
+            e.since = None;
+        } else if e.since.is_some_and(|t| t.elapsed() > EXPECTATIONS_TIMEOUT) {
+            tracing::warn!(job_uid, "pod creations or deletions never observed; giving up waiting for them");
+            e.created.clear();
+            e.deleted.clear();
+            e.since = None;
+            return (true, e.unfinalized.clone());
+        }
+        (met, e.unfinalized.clone())
     }
 
     fn expect(&self, job_uid: &str, f: impl FnOnce(&mut Expected)) {
-        f(self.expected.lock().entry(job_uid.to_string()).or_default());
+        let mut expected = self.expected.lock();
+        let e = expected.entry(job_uid.to_string()).or_default();
+        e.since.get_or_insert_with(Instant::now);
+        f(e);
+    }
+
+    /// Whether `rv` is a version of the Job our own status writes have replaced.
+    fn is_stale(&self, job_uid: &str, rv: Option<&str>) -> bool {
+        let overwritten = self.overwritten.lock();
+        rv.is_some_and(|rv| overwritten.get(job_uid).is_some_and(|old| old.iter().any(|o| o == rv)))
+    }
+
+    fn replaced(&self, job_uid: &str, rv: String) {
+        let mut overwritten = self.overwritten.lock();
+        let old = overwritten.entry(job_uid.to_string()).or_default();
+        old.push_back(rv);
+        if old.len() > OVERWRITTEN_KEPT {
+            old.pop_front();
+        }
     }
 
     fn forget(&self, job_uid: &str) {
         self.expected.lock().remove(job_uid);
         self.backoffs.lock().remove(job_uid);
-        self.written.lock().remove(job_uid);
+        self.overwritten.lock().remove(job_uid);
     }
 
     async fn remove_finalizer(&self, pod: &Pod) -> Result<(), kube::Error> {

@@ -101,9 +101,7 @@ fn is_success_criteria(c: &Option<JobCondition>) -> bool {
 impl Shared {
     pub(super) async fn sync(&self, job: &Arc<Job>) -> Result<Action, Error> {
         let uid = job.uid().unwrap_or_default();
-        if let Some((old, _)) = self.written.lock().get(&uid)
-            && job.resource_version().as_deref() == Some(old.as_str())
-        {
+        if self.is_stale(&uid, job.resource_version().as_deref()) {
             // Our last status write is not in the informer yet: wait for it.
             return Ok(Action::requeue(Duration::from_secs(1)));
         }
@@ -141,6 +139,10 @@ impl Shared {
             job,
         };
         ctx.ready = ctx.active_pods.iter().filter(|p| pods::is_ready(p)).count() as i32;
+        if !satisfied {
+            // Come back even if the awaited watch events never arrive.
+            ctx.requeue_in(Duration::from_secs(5));
+        }
         let mut active = ctx.active_pods.len() as i32;
         let new_succeeded: Vec<&Pod> = pods
             .iter()
@@ -664,8 +666,7 @@ impl Shared {
         let api: Api<Job> = Api::namespaced(self.clients.write.clone(), &ctx.job.namespace().unwrap_or_default());
         let before = ctx.job.resource_version().unwrap_or_default();
         let written = api.replace_status(&ctx.job.name_any(), &PostParams::default(), &ctx.job).await?;
-        let after = written.resource_version().unwrap_or_default();
-        self.written.lock().insert(uid.to_string(), (before, after));
+        self.replaced(uid, before);
         ctx.job.metadata.resource_version = written.metadata.resource_version;
         Ok(())
     }
