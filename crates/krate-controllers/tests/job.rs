@@ -326,6 +326,11 @@ async fn pod_replacement_policy_failed_waits_for_terminating_pods() {
         (p.status.as_ref()?.phase.as_deref() == Some("Running")).then_some(p)
     })
     .await;
+    eventually("status.ready 1", WAIT, || async {
+        let status = jobs.get("careful").await.unwrap().status?;
+        (status.ready == Some(1) && status.active == Some(1)).then_some(())
+    })
+    .await;
     pods.delete(first.metadata.name.as_ref().unwrap(), &Default::default()).await.unwrap();
     let terminating = eventually("status.terminating 1", WAIT, || async {
         let job = jobs.get("careful").await.unwrap();
@@ -342,4 +347,19 @@ async fn pod_replacement_policy_failed_waits_for_terminating_pods() {
     .await;
     let job = jobs.get("careful").await.unwrap();
     assert_eq!(job.status.unwrap().failed, Some(1));
+}
+
+#[tokio::test]
+async fn restarts_count_against_the_backoff_limit_with_restart_policy_on_failure() {
+    let (_cluster, client) = cluster().await;
+    let mut j = job("restarts", json!({"completions": 1, "backoffLimit": 2}), json!({
+        "sim.krate.dev/run-for": "0.2", "sim.krate.dev/exit-code": "1"}));
+    j.spec.as_mut().unwrap().template.spec.as_mut().unwrap().restart_policy = Some("OnFailure".into());
+    let jobs = create(&client, &j).await;
+    let failed = until_condition(&jobs, "restarts", "Failed").await;
+    assert_eq!(condition(&failed, "Failed").unwrap().0, "BackoffLimitExceeded");
+    eventually("BackoffLimitExceeded event", WAIT, || async {
+        event_reasons(&client, "restarts").await.contains(&"BackoffLimitExceeded".to_string()).then_some(())
+    })
+    .await;
 }
