@@ -10,7 +10,7 @@ use krate_apiserver::start::Running;
 use krate_controllers::{ClientFor, Clients, Context, Settings};
 
 /// Starts every controller; dropping the handle stops them.
-pub fn start(running: &Running) -> AbortOnDrop {
+pub fn start(running: &Running, terminated_pod_gc_threshold: i32) -> AbortOnDrop {
     let server = running.server.clone();
     // Reads and watches as the controller manager (upstream's shared informers).
     let manager = UserInfo::component("system:kube-controller-manager");
@@ -21,7 +21,8 @@ pub fn start(running: &Running) -> AbortOnDrop {
             "default",
         ),
     });
-    let settings = Settings { root_ca_pem: running.pki.ca.cert_pem.clone(), ..Default::default() };
+    let settings =
+        Settings { root_ca_pem: running.pki.ca.cert_pem.clone(), terminated_pod_gc_threshold, ..Default::default() };
     AbortOnDrop(krate_controllers::spawn_all(Context::new(client_for, settings)))
 }
 
