@@ -8,7 +8,10 @@
 //! - `sim.krate.dev/run-for`: seconds until its containers exit (default: run forever);
 //! - `sim.krate.dev/exit-code`: their exit code then (default 0);
 //! - `sim.krate.dev/exit-codes-by-index`: `"2=42,3=1"`, exit codes by the pod's
-//!   `batch.kubernetes.io/job-completion-index` (others use exit-code).
+//!   `batch.kubernetes.io/job-completion-index` (others use exit-code);
+//! - `sim.krate.dev/terminate-for`: seconds a deleted pod keeps running before its
+//!   containers stop (exit code 143, phase Failed) and it is removed; without it a
+//!   deleted pod is removed at once.
 //!
 //! Exits follow the restart policy as the kubelet does: `Never` ends the pod
 //! (Succeeded on 0, Failed otherwise), `OnFailure` restarts failed containers, `Always`
@@ -35,6 +38,7 @@ pub const READY_AFTER: &str = "sim.krate.dev/ready-after";
 pub const RUN_FOR: &str = "sim.krate.dev/run-for";
 pub const EXIT_CODE: &str = "sim.krate.dev/exit-code";
 pub const EXIT_CODES_BY_INDEX: &str = "sim.krate.dev/exit-codes-by-index";
+pub const TERMINATE_FOR: &str = "sim.krate.dev/terminate-for";
 /// Marks a Node as simulated (and by which group of simulated nodes).
 pub const SIMULATED_LABEL: &str = "sim.krate.dev/node";
 const COMPLETION_INDEX: &str = "batch.kubernetes.io/job-completion-index";
@@ -270,7 +274,20 @@ fn is_ready(pod: &Pod) -> bool {
 
 /// Decides the next step for a pod bound to one of our nodes, at time `now`.
 fn next_step(pod: &Pod, node_index: usize, pod_ip: &str, now: Timestamp) -> Step {
-    if pod.metadata.deletion_timestamp.is_some() {
+    if let Some(deletion) = &pod.metadata.deletion_timestamp {
+        if !is_terminal(pod)
+            && let Some(linger) = seconds(pod, TERMINATE_FOR)
+        {
+            // The deletion was asked for a grace period before its timestamp.
+            let grace = pod.metadata.deletion_grace_period_seconds.unwrap_or(0).max(0) as u64;
+            let asked = deletion.0 - Duration::from_secs(grace);
+            let since = Duration::try_from(now.duration_since(asked)).unwrap_or_default();
+            if since < linger {
+                return Step::Later(linger - since);
+            }
+            let began = last_run_began(pod).or_else(|| started_at(pod)).unwrap_or(now);
+            return Step::Status(terminated_status(pod, 143, began, now));
+        }
         return Step::Remove;
     }
     if is_terminal(pod) {
@@ -594,5 +611,20 @@ mod tests {
         let mut p = pod(&[], "Always");
         p.metadata.deletion_timestamp = Some(now());
         assert_eq!(next_step(&p, 0, "ip", Timestamp::now()), Step::Remove);
+    }
+
+    #[test]
+    fn deleted_pods_may_linger_then_fail() {
+        let t0 = Timestamp::now();
+        let mut p = pod(&[(TERMINATE_FOR, "3")], "Always");
+        advance(&mut p, "ip", t0);
+        p.metadata.deletion_timestamp = Some(Time(t0 + Duration::from_secs(30)));
+        p.metadata.deletion_grace_period_seconds = Some(30);
+        assert!(
+            matches!(next_step(&p, 0, "ip", t0 + Duration::from_secs(1)), Step::Later(d) if d == Duration::from_secs(2))
+        );
+        advance(&mut p, "ip", t0 + Duration::from_secs(4));
+        assert_eq!(phase(&p), "Failed");
+        assert_eq!(next_step(&p, 0, "ip", t0 + Duration::from_secs(5)), Step::Remove);
     }
 }

@@ -645,7 +645,15 @@ impl Registry {
                 if current.is_null() {
                     return Err(ApiError::not_found(&t));
                 }
-                apply_patch(current, &patch, definition)
+                let mut patched = apply_patch(current, &patch, definition)?;
+                // Only a resourceVersion the patch itself changes is a precondition: a
+                // patch that leaves it alone is applied again to the newer object when a
+                // concurrent write wins the race, as upstream retries patches.
+                let rv = |o: &Value| object::meta_str(o, "resourceVersion").map(str::to_string);
+                if rv(&patched) == rv(current) {
+                    object::meta_mut(&mut patched).remove("resourceVersion");
+                }
+                Ok(patched)
             })
             .await?;
         Ok(obj)

@@ -386,3 +386,26 @@ async fn pods_on_a_node_are_deleted_gracefully() {
     pods.delete("bound", &DeleteParams { grace_period_seconds: Some(0), ..Default::default() }).await.unwrap();
     assert!(pods.get_opt("bound").await.unwrap().is_none(), "a zero grace period forces it");
 }
+
+#[tokio::test]
+async fn concurrent_patches_without_a_resource_version_all_apply() {
+    let srv = TestServer::start().await;
+    let api: Api<ConfigMap> = Api::namespaced(srv.client().await, "default");
+    let created = api.create(&PostParams::default(), &cm("shared", json!({}))).await.unwrap();
+    // Racing writers: upstream retries a patch that names no resourceVersion, so none
+    // of them sees a conflict and every key lands.
+    let patches = (0..16).map(|i| {
+        let api = api.clone();
+        async move {
+            let patch = json!({"data": {format!("k{i}"): "v"}});
+            api.patch("shared", &PatchParams::default(), &Patch::Merge(&patch)).await
+        }
+    });
+    for result in futures::future::join_all(patches).await {
+        result.unwrap();
+    }
+    assert_eq!(api.get("shared").await.unwrap().data.unwrap().len(), 16);
+    // A resourceVersion in the patch stays a precondition.
+    let stale = json!({"metadata": {"resourceVersion": created.metadata.resource_version}, "data": {"x": "y"}});
+    assert_eq!(api_err(api.patch("shared", &PatchParams::default(), &Patch::Merge(&stale)).await).code, 409);
+}

@@ -5,13 +5,17 @@
 //! caller turns into a client, so authorization sees who does what.
 
 pub mod certificates;
+pub mod cronjob;
 mod error;
 pub mod hpa;
+pub mod job;
 pub mod metrics;
 pub mod namespace;
 mod per_namespace;
+pub mod podgc;
 pub mod root_ca;
 pub mod serviceaccount;
+pub mod ttl_after_finished;
 
 use std::future::Future;
 use std::pin::Pin;
@@ -33,7 +37,7 @@ pub struct Clients {
 pub type ClientFor = Arc<dyn Fn(&str) -> Clients + Send + Sync>;
 
 /// What the controllers need from their surroundings.
-#[derive(Clone, Default)]
+#[derive(Clone)]
 pub struct Settings {
     /// PEM of the cluster CA, published in every namespace as kube-root-ca.crt.
     pub root_ca_pem: String,
@@ -42,6 +46,26 @@ pub struct Settings {
     pub cluster_signing: Option<SigningCa>,
     /// The HorizontalPodAutoscaler controller's flags (upstream's defaults).
     pub hpa: hpa::Settings,
+    /// The Job controller's pod-failure back-off.
+    pub job: job::Tuning,
+    /// Terminated pods beyond this many are deleted, oldest first; 0 or less disables
+    /// it (--terminated-pod-gc-threshold, default 12500).
+    pub terminated_pod_gc_threshold: i32,
+    /// The pod garbage collector's timing.
+    pub podgc: podgc::Tuning,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            root_ca_pem: String::new(),
+            cluster_signing: None,
+            hpa: hpa::Settings::default(),
+            job: job::Tuning::default(),
+            terminated_pod_gc_threshold: 12500,
+            podgc: podgc::Tuning::default(),
+        }
+    }
 }
 
 /// A certificate authority: certificate and private key, PEM.
@@ -89,6 +113,10 @@ pub fn all(ctx: &Context) -> Vec<(&'static str, Loop)> {
             let source = Arc::new(hpa::metrics::ResourceMetricsApi { client: clients.write.clone() });
             Box::pin(hpa::run(clients, ctx.informers.clone(), settings.hpa.clone(), source))
         }),
+        ("job", Box::pin(job::run(ctx.clone()))),
+        ("cronjob", Box::pin(cronjob::run(ctx.clone()))),
+        ("ttl-after-finished", Box::pin(ttl_after_finished::run(ctx.clone()))),
+        ("podgc", Box::pin(podgc::run(ctx.clone()))),
     ];
     if let Some(ca) = &settings.cluster_signing {
         match certificates::authority::Authority::new(&ca.cert_pem, &ca.key_pem) {

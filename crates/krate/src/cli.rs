@@ -79,6 +79,10 @@ pub struct ServerArgs {
     /// A KubeSchedulerConfiguration file (kubescheduler.config.k8s.io/v1) for the scheduler.
     #[arg(long = "scheduler-config")]
     pub scheduler_config: Option<std::path::PathBuf>,
+    /// Terminated pods allowed before the pod garbage collector deletes the oldest; 0 or
+    /// less disables that (kube-controller-manager's flag).
+    #[arg(long, default_value_t = 12500, allow_negative_numbers = true)]
+    pub terminated_pod_gc_threshold: i32,
     /// Where cluster state is kept.
     #[arg(long, value_enum, default_value_t = StorageKind::Sqlite)]
     pub storage: StorageKind,

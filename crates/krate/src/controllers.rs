@@ -21,7 +21,7 @@ use krate_controllers::{ClientFor, Clients, Context, Settings, SigningCa};
 const LEASE: &str = "kube-controller-manager";
 
 /// Starts the controllers in `krate server`; dropping the handle stops them.
-pub fn start(running: &Running, leader_elect: bool) -> AbortOnDrop {
+pub fn start(running: &Running, args: &crate::cli::ServerArgs) -> AbortOnDrop {
     let server = running.server.clone();
     // Reads and watches as the controller manager (upstream's shared informers).
     let manager = UserInfo::component("system:kube-controller-manager");
@@ -39,9 +39,10 @@ pub fn start(running: &Running, leader_elect: bool) -> AbortOnDrop {
             cert_pem: running.pki.ca.cert_pem.clone(),
             key_pem: running.pki.ca.key_pem.clone(),
         }),
+        terminated_pod_gc_threshold: args.terminated_pod_gc_threshold,
         ..Default::default()
     };
-    AbortOnDrop(tokio::spawn(run(client_for, settings, leader_elect)))
+    AbortOnDrop(tokio::spawn(run(client_for, settings, args.leader_elect)))
 }
 
 /// Runs the controllers, under leader election when asked, until dropped.

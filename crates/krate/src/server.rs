@@ -52,11 +52,8 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
         startup_ms = started.elapsed().as_millis() as u64,
         "krate server is ready"
     );
-    let _controllers = if args.disable_controller_manager {
-        None
-    } else {
-        Some(crate::controllers::start(&running, args.leader_elect))
-    };
+    let _controllers =
+        if args.disable_controller_manager { None } else { Some(crate::controllers::start(&running, &args)) };
     let _scheduler = if args.disable_scheduler {
         None
     } else {
