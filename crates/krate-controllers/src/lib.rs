@@ -4,11 +4,15 @@
 //! as its own identity (upstream's `system:serviceaccount:kube-system:<name>`), which the
 //! caller turns into a client, so authorization sees who does what.
 
+pub mod endpoints;
+pub mod endpointslice;
 mod error;
+mod expectations;
 pub mod metrics;
 pub mod namespace;
 mod per_namespace;
 pub mod root_ca;
+pub mod service_pods;
 pub mod serviceaccount;
 
 use std::future::Future;
@@ -31,10 +35,35 @@ pub struct Clients {
 pub type ClientFor = Arc<dyn Fn(&str) -> Clients + Send + Sync>;
 
 /// What the controllers need from their surroundings.
-#[derive(Clone, Default)]
+#[derive(Clone)]
 pub struct Settings {
     /// PEM of the cluster CA, published in every namespace as kube-root-ca.crt.
     pub root_ca_pem: String,
+    /// How long a node may go without renewing its Lease before it is NotReady/Unknown
+    /// (upstream's --node-monitor-grace-period).
+    pub node_monitor_grace_period: std::time::Duration,
+    /// Nodes whose pods are evicted per second at most (upstream's --node-eviction-rate).
+    pub node_eviction_rate: f64,
+    /// Pod CIDRs nodes get their podCIDRs from (upstream's --cluster-cidr).
+    pub cluster_cidrs: Vec<String>,
+    /// Prefix length of an IPv4 node's podCIDR (--node-cidr-mask-size[-ipv4]).
+    pub node_cidr_mask_size_ipv4: u8,
+    /// Prefix length of an IPv6 node's podCIDR (--node-cidr-mask-size-ipv6).
+    pub node_cidr_mask_size_ipv6: u8,
+}
+
+impl Default for Settings {
+    /// Upstream kube-controller-manager's defaults, with krate's cluster CIDR.
+    fn default() -> Self {
+        Settings {
+            root_ca_pem: String::new(),
+            node_monitor_grace_period: std::time::Duration::from_secs(40),
+            node_eviction_rate: 0.1,
+            cluster_cidrs: vec!["10.42.0.0/16".into()],
+            node_cidr_mask_size_ipv4: 24,
+            node_cidr_mask_size_ipv6: 64,
+        }
+    }
 }
 
 /// What every controller is built from: its clients, the controller manager's shared
@@ -67,6 +96,8 @@ pub fn all(ctx: &Context) -> Vec<(&'static str, Loop)> {
             Box::pin(root_ca::run(client_for("root-ca-cert-publisher"), settings.root_ca_pem.clone())),
         ),
         ("namespace", Box::pin(namespace::run(client_for("namespace-controller")))),
+        ("endpointslice", Box::pin(endpointslice::run(ctx.clone()))),
+        ("endpoints", Box::pin(endpoints::run(ctx.clone()))),
     ]
 }
 
@@ -95,4 +126,23 @@ pub fn spawn_all(ctx: Context) -> tokio::task::JoinHandle<()> {
         // The informers live as long as the loops that read them.
         drop((guard, ctx));
     })
+}
+
+/// Calls `gone` with the last state of every object of the informer's kind that is
+/// deleted: a kube-runtime `Controller` only reconciles objects its store still holds,
+/// so cleanup for a deleted owner (its Endpoints, say) is driven from here.
+pub(crate) async fn on_deleted<K, F, Fut>(informer: Informer<K>, gone: F)
+where
+    K: krate_client::informers::Kind,
+    F: Fn(Arc<K>) -> Fut,
+    Fut: Future<Output = ()>,
+{
+    use futures::StreamExt;
+    let store = informer.store();
+    let mut changes = informer.subscribe();
+    while let Some(object) = changes.next().await {
+        if store.get(&kube::runtime::reflector::ObjectRef::from_obj(object.as_ref())).is_none() {
+            gone(object).await;
+        }
+    }
 }
