@@ -4,6 +4,7 @@
 //! registry calls both on dry-run requests too, as upstream does.
 
 pub mod config;
+pub mod default_toleration_seconds;
 pub mod metrics;
 mod namespace_lifecycle;
 pub mod node_restriction;
@@ -20,6 +21,7 @@ use krate_api::admission::{Admission, Attributes};
 use krate_api::{ApiResult, Registry};
 
 pub use config::{AdmissionConfig, ConfigError};
+pub use default_toleration_seconds::DefaultTolerationSeconds;
 pub use namespace_lifecycle::NamespaceLifecycle;
 pub use node_restriction::NodeRestriction;
 pub use pod_security::{PodSecurity, PodSecurityConfig};
@@ -102,8 +104,9 @@ impl Chain {
     }
 
     /// The server's default chain: NamespaceLifecycle, then `validators` (plugins of other
-    /// components, such as RBAC's escalation check), ServiceAccount, NodeRestriction and
-    /// PodSecurity, PodSecurity configured from the admission configuration file.
+    /// components, such as RBAC's escalation check), ServiceAccount, NodeRestriction,
+    /// PodSecurity and DefaultTolerationSeconds, PodSecurity configured from the
+    /// admission configuration file.
     pub fn standard(
         registry: &Arc<Registry>,
         config: &AdmissionConfig,
@@ -119,6 +122,7 @@ impl Chain {
             ("ServiceAccount", Arc::new(ServiceAccount::new(registry)) as Arc<dyn Admission>),
             ("NodeRestriction", Arc::new(NodeRestriction::new(registry))),
             ("PodSecurity", Arc::new(PodSecurity::new(registry, pod_security))),
+            ("DefaultTolerationSeconds", Arc::new(DefaultTolerationSeconds::default())),
         ])?;
         // Not upstream admission plugins (RBAC's check lives in its registry there), so
         // outside the ordered list: right after NamespaceLifecycle.

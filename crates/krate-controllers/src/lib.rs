@@ -10,10 +10,12 @@ mod error;
 mod expectations;
 pub mod metrics;
 pub mod namespace;
+pub mod node_lifecycle;
 mod per_namespace;
 pub mod root_ca;
 pub mod service_pods;
 pub mod serviceaccount;
+pub mod taint_eviction;
 
 use std::future::Future;
 use std::pin::Pin;
@@ -98,6 +100,8 @@ pub fn all(ctx: &Context) -> Vec<(&'static str, Loop)> {
         ("namespace", Box::pin(namespace::run(client_for("namespace-controller")))),
         ("endpointslice", Box::pin(endpointslice::run(ctx.clone()))),
         ("endpoints", Box::pin(endpoints::run(ctx.clone()))),
+        ("node-lifecycle", Box::pin(node_lifecycle::run(ctx.clone()))),
+        ("taint-eviction-controller", Box::pin(taint_eviction::run(ctx.clone()))),
     ]
 }
 

@@ -13,7 +13,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use krate_agent::simulated;
+pub use krate_agent::simulated;
 use krate_api::user::UserInfo;
 use krate_apiserver::inprocess::InProcess;
 use krate_apiserver::start::{Options, Running, start};
@@ -25,7 +25,8 @@ pub struct TestCluster {
     pub dir: tempfile::TempDir,
     /// Controllers, simulated nodes and other loops started for this test; dropped with it.
     loops: Vec<tokio::task::JoinHandle<()>>,
-    simulated: Vec<simulated::Running>,
+    /// Groups of simulated nodes by name prefix.
+    simulated: Vec<(String, simulated::Running)>,
 }
 
 impl Drop for TestCluster {
@@ -82,9 +83,14 @@ impl TestCluster {
     /// Starts the controllers of `krate_controllers::all` with these names (all of them
     /// for `&["*"]`), sharing one set of informers as in `krate server`.
     pub fn controllers(&mut self, names: &[&str]) {
+        self.controllers_with(names, |_| {})
+    }
+
+    /// As `controllers`, with settings `tweak` adjusts first (short grace periods, say).
+    pub fn controllers_with(&mut self, names: &[&str], tweak: impl FnOnce(&mut Settings)) {
         // Defaults for whatever settings a test does not care about.
-        #[allow(clippy::needless_update)]
-        let settings = Settings { root_ca_pem: self.running.pki.ca.cert_pem.clone(), ..Default::default() };
+        let mut settings = Settings { root_ca_pem: self.running.pki.ca.cert_pem.clone(), ..Default::default() };
+        tweak(&mut settings);
         let ctx = Context::new(self.client_for(), settings);
         for (name, run) in krate_controllers::all(&ctx) {
             if names.contains(&"*") || names.contains(&name) {
@@ -117,9 +123,16 @@ impl TestCluster {
             groups: vec!["system:masters".into(), "system:authenticated".into()],
             ..Default::default()
         });
+        let prefix = options.prefix.clone();
         let (names, running) = simulated::start(client, options).await.expect("simulated nodes register");
-        self.simulated.push(running);
+        self.simulated.push((prefix, running));
         names
+    }
+
+    /// Stops the simulated nodes named with `prefix`, as if their kubelets died: their
+    /// Node objects stay, their Leases are no longer renewed.
+    pub fn stop_simulated_nodes(&mut self, prefix: &str) {
+        self.simulated.retain(|(p, _)| p != prefix);
     }
 }
 

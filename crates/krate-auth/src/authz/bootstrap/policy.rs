@@ -583,15 +583,24 @@ fn controller_roles() -> Vec<Role> {
                 r(&["get", "list", "create", "update", "delete"], &[DISCOVERY], &["endpointslices"]),
             ],
         ),
+        c(
+            "system:controller:endpointslicemirroring-controller",
+            vec![
+                r(&["get", "list", "watch"], &[CORE], &["services", "endpoints"]),
+                r(&["update"], &[CORE], &["services/finalizers"]),
+                r(&["update"], &[CORE], &["endpoints/finalizers"]),
+                r(&["get", "list", "watch", "create", "update", "delete"], &[DISCOVERY], &["endpointslices"]),
+            ],
+        ),
         c("system:controller:service-account-controller", vec![r(&["create"], &[CORE], &["serviceaccounts"])]),
         c("system:controller:root-ca-cert-publisher", vec![r(&["create", "update"], &[CORE], &["configmaps"])]),
         c(
             "system:controller:node-controller",
             vec![
-                r(&["get", "list", "update", "delete", "patch"], &[CORE], &["nodes"]),
+                r(&["get", "list", "watch", "update", "delete", "patch"], &[CORE], &["nodes"]),
                 r(&["patch", "update"], &[CORE], &["nodes/status"]),
                 r(&["patch", "update"], &[CORE], &["pods/status"]),
-                r(&["list", "delete"], &[CORE], &["pods"]),
+                r(&["list", "watch", "get", "delete"], &[CORE], &["pods"]),
             ],
         ),
         c(
