@@ -10,6 +10,7 @@ mod error;
 mod expectations;
 pub mod metrics;
 pub mod namespace;
+pub mod node_ipam;
 pub mod node_lifecycle;
 mod per_namespace;
 pub mod root_ca;
@@ -101,6 +102,7 @@ pub fn all(ctx: &Context) -> Vec<(&'static str, Loop)> {
         ("endpointslice", Box::pin(endpointslice::run(ctx.clone()))),
         ("endpoints", Box::pin(endpoints::run(ctx.clone()))),
         ("node-lifecycle", Box::pin(node_lifecycle::run(ctx.clone()))),
+        ("node-ipam", Box::pin(node_ipam::run(ctx.clone()))),
         ("taint-eviction-controller", Box::pin(taint_eviction::run(ctx.clone()))),
     ]
 }

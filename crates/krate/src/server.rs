@@ -51,7 +51,11 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
         startup_ms = started.elapsed().as_millis() as u64,
         "krate server is ready"
     );
-    let _controllers = if args.disable_controller_manager { None } else { Some(crate::controllers::start(&running)) };
+    let _controllers = if args.disable_controller_manager {
+        None
+    } else {
+        Some(crate::controllers::start(&running, &args.controllers))
+    };
     // Nodes join with this token (`krate agent --token`).
     if let Some(token) = &running.join_token {
         tracing::info!(path = %args.data_dir.join("token").display(), token, "join token");
