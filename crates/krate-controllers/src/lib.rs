@@ -6,6 +6,7 @@
 
 pub mod endpoints;
 pub mod endpointslice;
+pub mod endpointslice_mirroring;
 mod error;
 mod expectations;
 pub mod metrics;
@@ -101,6 +102,7 @@ pub fn all(ctx: &Context) -> Vec<(&'static str, Loop)> {
         ("namespace", Box::pin(namespace::run(client_for("namespace-controller")))),
         ("endpointslice", Box::pin(endpointslice::run(ctx.clone()))),
         ("endpoints", Box::pin(endpoints::run(ctx.clone()))),
+        ("endpointslice-mirroring", Box::pin(endpointslice_mirroring::run(ctx.clone()))),
         ("node-lifecycle", Box::pin(node_lifecycle::run(ctx.clone()))),
         ("node-ipam", Box::pin(node_ipam::run(ctx.clone()))),
         ("taint-eviction-controller", Box::pin(taint_eviction::run(ctx.clone()))),

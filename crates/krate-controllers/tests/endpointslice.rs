@@ -149,3 +149,45 @@ async fn slices_hold_at_most_100_endpoints() {
     assert!(sizes.iter().all(|n| *n <= 100), "{sizes:?}");
     assert_eq!(sizes.len(), 2, "{sizes:?}");
 }
+
+#[tokio::test]
+async fn custom_endpoints_of_selectorless_services_are_mirrored() {
+    let mut cluster = TestCluster::start().await;
+    cluster.controllers(&["endpointslice-mirroring", "endpoints"]);
+    let client = cluster.admin().await;
+    let services: Api<Service> = Api::namespaced(client.clone(), "default");
+    let slices: Api<EndpointSlice> = Api::namespaced(client.clone(), "default");
+    let endpoints: Api<Endpoints> = Api::namespaced(client.clone(), "default");
+    let external: Service = serde_json::from_value(
+        json!({"metadata": {"name": "ext"}, "spec": {"ports": [{"name": "https", "port": 443}]}}),
+    )
+    .unwrap();
+    services.create(&PostParams::default(), &external).await.unwrap();
+    let custom: Endpoints = serde_json::from_value(json!({"metadata": {"name": "ext"}, "subsets": [{
+        "addresses": [{"ip": "192.0.2.10"}, {"ip": "192.0.2.11"}], "notReadyAddresses": [{"ip": "192.0.2.12"}],
+        "ports": [{"name": "https", "port": 8443}]}]}))
+    .unwrap();
+    let ep = endpoints.create(&PostParams::default(), &custom).await.unwrap();
+    let got = eventually("mirrored slice", WAIT, || async {
+        let s = slices_of(&slices, "ext").await;
+        (count(&s, None) == 3).then_some(s)
+    })
+    .await;
+    assert_eq!(count(&got, Some(true)), 2);
+    let slice = &got[0];
+    assert_eq!(
+        slice.metadata.labels.as_ref().unwrap()["endpointslice.kubernetes.io/managed-by"],
+        "endpointslicemirroring-controller.k8s.io"
+    );
+    let owner = &slice.metadata.owner_references.as_ref().unwrap()[0];
+    assert_eq!((owner.kind.as_str(), owner.uid.as_str()), ("Endpoints", ep.metadata.uid.as_deref().unwrap()));
+    assert_eq!(slice.ports.as_ref().unwrap()[0].port, Some(8443));
+
+    // The Endpoints controller leaves selector-less Services' Endpoints alone.
+    let still = endpoints.get("ext").await.unwrap();
+    assert!(still.metadata.labels.unwrap_or_default().get("endpointslice.kubernetes.io/skip-mirror").is_none());
+
+    endpoints.delete("ext", &DeleteParams::default()).await.unwrap();
+    eventually("mirrored slices gone", WAIT, || async { slices_of(&slices, "ext").await.is_empty().then_some(()) })
+        .await;
+}
