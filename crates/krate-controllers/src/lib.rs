@@ -14,6 +14,7 @@ pub mod namespace;
 pub mod node_ipam;
 pub mod node_lifecycle;
 mod per_namespace;
+pub mod resourcequota;
 pub mod root_ca;
 pub mod service_pods;
 pub mod serviceaccount;
@@ -105,6 +106,7 @@ pub fn all(ctx: &Context) -> Vec<(&'static str, Loop)> {
         ("endpointslice-mirroring", Box::pin(endpointslice_mirroring::run(ctx.clone()))),
         ("node-lifecycle", Box::pin(node_lifecycle::run(ctx.clone()))),
         ("node-ipam", Box::pin(node_ipam::run(ctx.clone()))),
+        ("resourcequota", Box::pin(resourcequota::run(ctx.clone()))),
         ("taint-eviction-controller", Box::pin(taint_eviction::run(ctx.clone()))),
     ]
 }

@@ -604,6 +604,24 @@ fn controller_roles() -> Vec<Role> {
             ],
         ),
         c(
+            "system:controller:persistent-volume-binder",
+            vec![
+                r(&["get", "list", "watch", "update", "create", "delete"], &[CORE], &["persistentvolumes"]),
+                r(&["update"], &[CORE], &["persistentvolumes/status"]),
+                r(&["get", "list", "watch", "update"], &[CORE], &["persistentvolumeclaims"]),
+                r(&["update"], &[CORE], &["persistentvolumeclaims/status"]),
+                r(&["list", "watch", "get", "create", "delete"], &[CORE], &["pods"]),
+                r(&["get", "list", "watch"], &[STORAGE], &["storageclasses"]),
+                r(&["list", "watch"], &[CORE], &["nodes"]),
+                r(&["watch"], &[CORE], &["events"]),
+                r(&["get"], &[CORE], &["services"]),
+            ],
+        ),
+        c(
+            "system:controller:resourcequota-controller",
+            vec![r(&["list", "watch"], &["*"], &["*"]), r(&["update"], &[CORE], &["resourcequotas/status"])],
+        ),
+        c(
             "system:controller:pod-garbage-collector",
             vec![
                 r(&["list", "watch", "delete"], &[CORE], &["pods"]),
