@@ -14,6 +14,7 @@ pub mod namespace;
 pub mod node_ipam;
 pub mod node_lifecycle;
 mod per_namespace;
+pub mod persistentvolume;
 pub mod resourcequota;
 pub mod root_ca;
 pub mod service_pods;
@@ -107,6 +108,7 @@ pub fn all(ctx: &Context) -> Vec<(&'static str, Loop)> {
         ("node-lifecycle", Box::pin(node_lifecycle::run(ctx.clone()))),
         ("node-ipam", Box::pin(node_ipam::run(ctx.clone()))),
         ("resourcequota", Box::pin(resourcequota::run(ctx.clone()))),
+        ("persistentvolume-binder", Box::pin(persistentvolume::run(ctx.clone()))),
         ("taint-eviction-controller", Box::pin(taint_eviction::run(ctx.clone()))),
     ]
 }
