@@ -4,6 +4,7 @@
 //! registry calls both on dry-run requests too, as upstream does.
 
 pub mod config;
+pub mod default_storage_class;
 pub mod default_toleration_seconds;
 pub mod metrics;
 mod namespace_lifecycle;
@@ -21,6 +22,7 @@ use krate_api::admission::{Admission, Attributes};
 use krate_api::{ApiResult, Registry};
 
 pub use config::{AdmissionConfig, ConfigError};
+pub use default_storage_class::DefaultStorageClass;
 pub use default_toleration_seconds::DefaultTolerationSeconds;
 pub use namespace_lifecycle::NamespaceLifecycle;
 pub use node_restriction::NodeRestriction;
@@ -105,7 +107,7 @@ impl Chain {
 
     /// The server's default chain: NamespaceLifecycle, then `validators` (plugins of other
     /// components, such as RBAC's escalation check), ServiceAccount, NodeRestriction,
-    /// PodSecurity and DefaultTolerationSeconds, PodSecurity configured from the
+    /// PodSecurity, DefaultTolerationSeconds and DefaultStorageClass, PodSecurity configured from the
     /// admission configuration file.
     pub fn standard(
         registry: &Arc<Registry>,
@@ -123,6 +125,7 @@ impl Chain {
             ("NodeRestriction", Arc::new(NodeRestriction::new(registry))),
             ("PodSecurity", Arc::new(PodSecurity::new(registry, pod_security))),
             ("DefaultTolerationSeconds", Arc::new(DefaultTolerationSeconds::default())),
+            ("DefaultStorageClass", Arc::new(DefaultStorageClass::new(registry))),
         ])?;
         // Not upstream admission plugins (RBAC's check lives in its registry there), so
         // outside the ordered list: right after NamespaceLifecycle.

@@ -141,4 +141,11 @@ async fn wait_for_first_consumer_and_the_retroactive_default_class() {
     })
     .await;
     wait_event(&events, "classless", "ExternalProvisioning").await;
+
+    // Once a class is default, DefaultStorageClass admission gives it to new claims at once;
+    // an explicit "" stays classless.
+    let fresh = claims.create(&pp, &pvc("fresh", "1Gi", json!({}))).await.unwrap();
+    assert_eq!(fresh.spec.unwrap().storage_class_name.as_deref(), Some("standard"));
+    let none = claims.create(&pp, &pvc("explicit-none", "1Gi", json!({"storageClassName": ""}))).await.unwrap();
+    assert_eq!(none.spec.unwrap().storage_class_name.as_deref(), Some(""));
 }
