@@ -109,14 +109,16 @@ fn lists_pod(ep: &Endpoints, pod: &str) -> bool {
     })
 }
 
+/// A resolved port: name, number, protocol.
+type PortSpec = (String, i32, String);
+
 /// The subsets for the Service's pods, and whether they were cut to MAX_CAPACITY.
 pub fn subsets(service: &Service, pods: &[Arc<Pod>]) -> (Vec<EndpointSubset>, bool) {
     let tolerate_unready = sp::publish_not_ready(service);
     let family = crate::endpointslice::address_types(service).into_iter().next().unwrap_or_else(|| "IPv4".into());
     let service_ports = service.spec.as_ref().and_then(|s| s.ports.clone()).unwrap_or_default();
     // Addresses grouped by the set of ports they serve (upstream's RepackSubsets).
-    let mut groups: BTreeMap<Vec<(String, i32, String)>, (Vec<EndpointAddress>, Vec<EndpointAddress>)> =
-        BTreeMap::new();
+    let mut groups: BTreeMap<Vec<PortSpec>, (Vec<EndpointAddress>, Vec<EndpointAddress>)> = BTreeMap::new();
     for pod in pods {
         if !sp::should_be_endpoint(pod, tolerate_unready) {
             continue;
@@ -134,7 +136,7 @@ pub fn subsets(service: &Service, pods: &[Arc<Pod>]) -> (Vec<EndpointSubset>, bo
                 ..Default::default()
             }),
         };
-        let ports: BTreeSet<(String, i32, String)> = service_ports
+        let ports: BTreeSet<PortSpec> = service_ports
             .iter()
             .filter_map(|p| {
                 let port = sp::resolve_port(pod, p)?;
@@ -284,12 +286,12 @@ mod tests {
     #[test]
     fn ready_and_not_ready_pods_split() {
         let pods = vec![pod("a", "10.0.0.2", true), pod("b", "10.0.0.1", false)];
-        let (subsets, truncated) = subsets(&service(false), &pods);
+        let (got, truncated) = subsets(&service(false), &pods);
         assert!(!truncated);
-        assert_eq!(subsets.len(), 1);
-        assert_eq!(subsets[0].addresses.as_ref().unwrap()[0].ip, "10.0.0.2");
-        assert_eq!(subsets[0].not_ready_addresses.as_ref().unwrap()[0].ip, "10.0.0.1");
-        assert_eq!(subsets[0].ports.as_ref().unwrap()[0].port, 8080);
+        assert_eq!(got.len(), 1);
+        assert_eq!(got[0].addresses.as_ref().unwrap()[0].ip, "10.0.0.2");
+        assert_eq!(got[0].not_ready_addresses.as_ref().unwrap()[0].ip, "10.0.0.1");
+        assert_eq!(got[0].ports.as_ref().unwrap()[0].port, 8080);
         let (published, _) = subsets(&service(true), &pods);
         assert_eq!(published[0].addresses.as_ref().unwrap().len(), 2);
     }
@@ -298,10 +300,10 @@ mod tests {
     fn more_than_1000_addresses_are_cut_keeping_ready_ones() {
         let pods: Vec<_> =
             (0..1100).map(|i| pod(&format!("p{i}"), &format!("10.1.{}.{}", i / 256, i % 256), i % 2 == 0)).collect();
-        let (subsets, truncated) = subsets(&service(false), &pods);
+        let (got, truncated) = subsets(&service(false), &pods);
         assert!(truncated);
-        let ready = subsets[0].addresses.as_ref().unwrap().len();
-        let not_ready = subsets[0].not_ready_addresses.as_ref().unwrap().len();
+        let ready = got[0].addresses.as_ref().unwrap().len();
+        let not_ready = got[0].not_ready_addresses.as_ref().unwrap().len();
         assert_eq!((ready, ready + not_ready), (550, 1000));
     }
 }

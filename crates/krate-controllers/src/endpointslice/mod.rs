@@ -80,7 +80,7 @@ pub async fn run(ctx: Context) {
     });
     let controller = Controller::for_shared_stream(services.subscribe(), services.store())
         .watches_shared_stream(pods.subscribe(), move |pod: Arc<Pod>| {
-            services_for_pod(&pod, &svc_store, &slice_store, |s| is_managed(s))
+            services_for_pod(&pod, &svc_store, &slice_store, is_managed)
         })
         .watches_shared_stream(slices.subscribe(), |slice: Arc<EndpointSlice>| {
             is_managed(&slice).then(|| owner_service(&slice)).flatten()

@@ -123,7 +123,7 @@ pub async fn run(ctx: Context) {
                 // Nodes left waiting for a free CIDR may have one now.
                 for waiting in store.state() {
                     let wname = waiting.name_any();
-                    if pod_cidrs(&waiting).is_empty() && !allocator.held.get(&wname).is_some_and(|h| !h.is_empty()) {
+                    if pod_cidrs(&waiting).is_empty() && allocator.held.get(&wname).is_none_or(|h| h.is_empty()) {
                         let result = assign(&api, &recorder, &mut allocator, &waiting).await;
                         crate::metrics::record(NAME, result);
                     }

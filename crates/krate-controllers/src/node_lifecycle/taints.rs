@@ -110,6 +110,8 @@ pub fn desired(node: &Node, ready: &str, no_execute: Option<&str>, now: Timestam
         out.push(keep_or_new(key, "NoSchedule", None));
     }
     if let Some(key) = no_execute {
+        // Times are stored to the second; a finer one would never compare equal.
+        let now = Timestamp::from_second(now.as_second()).unwrap_or(now);
         out.push(keep_or_new(key, "NoExecute", Some(Time(now))));
     }
     // Keep the order stable so an unchanged node compares equal.

@@ -220,13 +220,14 @@ async fn sync_claim(claim: &PersistentVolumeClaim, state: &State) -> Result<Acti
     }
 
     // Retroactive default StorageClass: a pending claim with no class gets the default.
-    if claim.spec.as_ref().is_some_and(|s| s.storage_class_name.is_none()) && volume_name.is_none() {
-        if let Some(class) = default_class(&state.classes.state()) {
-            let mut updated = claim.clone();
-            updated.spec.get_or_insert_with(Default::default).storage_class_name = Some(class.name_any());
-            claims.replace(&claim.name_any(), &PostParams::default(), &updated).await?;
-            return Ok(Action::await_change());
-        }
+    if claim.spec.as_ref().is_some_and(|s| s.storage_class_name.is_none())
+        && volume_name.is_none()
+        && let Some(class) = default_class(&state.classes.state())
+    {
+        let mut updated = claim.clone();
+        updated.spec.get_or_insert_with(Default::default).storage_class_name = Some(class.name_any());
+        claims.replace(&claim.name_any(), &PostParams::default(), &updated).await?;
+        return Ok(Action::await_change());
     }
 
     if let Some(name) = volume_name {
