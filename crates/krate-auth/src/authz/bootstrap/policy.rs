@@ -571,7 +571,7 @@ fn controller_roles() -> Vec<Role> {
             "system:controller:endpoint-controller",
             vec![
                 r(READ, &[CORE], &["services", "pods"]),
-                r(&["get", "list", "create", "update", "delete"], &[CORE], &["endpoints"]),
+                r(&["get", "list", "watch", "create", "update", "delete"], &[CORE], &["endpoints"]),
                 r(&["create"], &[CORE], &["endpoints/restricted"]),
             ],
         ),
@@ -580,7 +580,7 @@ fn controller_roles() -> Vec<Role> {
             vec![
                 r(&["get", "list", "watch"], &[CORE], &["services", "pods", "nodes"]),
                 r(&["update"], &[CORE], &["services/finalizers"]),
-                r(&["get", "list", "create", "update", "delete"], &[DISCOVERY], &["endpointslices"]),
+                r(&["get", "list", "watch", "create", "update", "delete"], &[DISCOVERY], &["endpointslices"]),
             ],
         ),
         c(
