@@ -10,6 +10,7 @@ pub mod metrics;
 mod namespace_lifecycle;
 pub mod node_restriction;
 pub mod pod_security;
+pub mod resource_quota;
 pub mod service_account;
 
 use std::sync::Arc;
@@ -27,6 +28,7 @@ pub use default_toleration_seconds::DefaultTolerationSeconds;
 pub use namespace_lifecycle::NamespaceLifecycle;
 pub use node_restriction::NodeRestriction;
 pub use pod_security::{PodSecurity, PodSecurityConfig};
+pub use resource_quota::ResourceQuota;
 pub use service_account::ServiceAccount;
 
 /// Upstream's plugin order (kube-apiserver's AllOrderedPlugins), whichever are enabled:
@@ -107,7 +109,8 @@ impl Chain {
 
     /// The server's default chain: NamespaceLifecycle, then `validators` (plugins of other
     /// components, such as RBAC's escalation check), ServiceAccount, NodeRestriction,
-    /// PodSecurity, DefaultTolerationSeconds and DefaultStorageClass, PodSecurity configured from the
+    /// PodSecurity, DefaultTolerationSeconds, DefaultStorageClass and ResourceQuota,
+    /// PodSecurity configured from the
     /// admission configuration file.
     pub fn standard(
         registry: &Arc<Registry>,
@@ -126,6 +129,7 @@ impl Chain {
             ("PodSecurity", Arc::new(PodSecurity::new(registry, pod_security))),
             ("DefaultTolerationSeconds", Arc::new(DefaultTolerationSeconds::default())),
             ("DefaultStorageClass", Arc::new(DefaultStorageClass::new(registry))),
+            ("ResourceQuota", Arc::new(ResourceQuota::new(registry))),
         ])?;
         // Not upstream admission plugins (RBAC's check lives in its registry there), so
         // outside the ordered list: right after NamespaceLifecycle.

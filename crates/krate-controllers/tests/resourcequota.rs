@@ -55,16 +55,27 @@ async fn quota_usage_follows_the_namespace() {
     let services: Api<Service> = Api::namespaced(client.clone(), NS);
     let pp = PostParams::default();
 
-    let hard = json!({"pods": "10", "requests.cpu": "4", "requests.memory": "1Gi", "limits.memory": "2Gi",
-        "services": "5", "services.nodeports": "5", "services.loadbalancers": "2", "count/configmaps": "5",
-        "count/deployments.apps": "3", "secrets": "5"});
-    quotas.create(&pp, &create(json!({"metadata": {"name": "compute"}, "spec": {"hard": hard}}))).await.unwrap();
+    // Compute limits with the NotBestEffort scope (best-effort pods need not state
+    // requests), object counts unscoped, and best-effort pods counted apart.
+    let compute = json!({"pods": "10", "requests.cpu": "4", "requests.memory": "1Gi", "limits.memory": "2Gi"});
+    quotas
+        .create(
+            &pp,
+            &create(json!({"metadata": {"name": "compute"}, "spec": {"hard": compute, "scopes": ["NotBestEffort"]}})),
+        )
+        .await
+        .unwrap();
+    let objects = json!({"pods": "10", "services": "5", "services.nodeports": "5", "services.loadbalancers": "2",
+        "count/configmaps": "5", "count/deployments.apps": "3", "secrets": "5"});
+    quotas.create(&pp, &create(json!({"metadata": {"name": "objects"}, "spec": {"hard": objects}}))).await.unwrap();
     quotas
         .create(&pp, &create(json!({"metadata": {"name": "best-effort"}, "spec": {"hard": {"pods": "10"}, "scopes": ["BestEffort"]}})))
         .await
         .unwrap();
-    let first = wait_used(&quotas, "compute", &[("pods", "0"), ("requests.cpu", "0")]).await;
-    assert_eq!(first.len(), 10, "every hard resource has a used value: {first:?}");
+    let first = wait_used(&quotas, "objects", &[("pods", "0"), ("services", "0")]).await;
+    assert_eq!(first.len(), 7, "every hard resource has a used value: {first:?}");
+    wait_used(&quotas, "compute", &[("pods", "0")]).await;
+    wait_used(&quotas, "best-effort", &[("pods", "0")]).await;
     let status = quotas.get("compute").await.unwrap().status.unwrap();
     assert_eq!(status.hard.unwrap()["requests.memory"].0, "1Gi");
 
@@ -91,11 +102,14 @@ async fn quota_usage_follows_the_namespace() {
     wait_used(
         &quotas,
         "compute",
+        &[("pods", "2"), ("requests.cpu", "1500m"), ("requests.memory", "128Mi"), ("limits.memory", "256Mi")],
+    )
+    .await;
+    wait_used(
+        &quotas,
+        "objects",
         &[
             ("pods", "3"),
-            ("requests.cpu", "1500m"),
-            ("requests.memory", "128Mi"),
-            ("limits.memory", "256Mi"),
             ("services", "1"),
             ("services.nodeports", "2"),
             ("services.loadbalancers", "0"),
@@ -111,5 +125,48 @@ async fn quota_usage_follows_the_namespace() {
     pods.patch_status("a", &PatchParams::default(), &Patch::Merge(&failed)).await.unwrap();
     pods.delete("c", &DeleteParams { grace_period_seconds: Some(0), ..Default::default() }).await.unwrap();
     wait_used(&quotas, "compute", &[("pods", "1"), ("requests.cpu", "1")]).await;
+    wait_used(&quotas, "objects", &[("pods", "1")]).await;
     wait_used(&quotas, "best-effort", &[("pods", "0")]).await;
+}
+
+#[tokio::test]
+async fn creates_beyond_a_quota_are_refused() {
+    let mut cluster = TestCluster::start().await;
+    cluster.controllers(&["resourcequota"]);
+    let client = cluster.admin().await;
+    Api::<Namespace>::all(client.clone())
+        .create(&PostParams::default(), &create(json!({"metadata": {"name": NS}})))
+        .await
+        .unwrap();
+    let quotas: Api<ResourceQuota> = Api::namespaced(client.clone(), NS);
+    let pods: Api<Pod> = Api::namespaced(client.clone(), NS);
+    let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), NS);
+    let pp = PostParams::default();
+    let hard = json!({"pods": "2", "requests.cpu": "1", "configmaps": "1"});
+    quotas.create(&pp, &create(json!({"metadata": {"name": "small"}, "spec": {"hard": hard}}))).await.unwrap();
+    wait_used(&quotas, "small", &[("pods", "0")]).await;
+
+    // Pods must state what the quota limits.
+    let err = pods.create(&pp, &pod("plain", None)).await.unwrap_err();
+    let kube::Error::Api(status) = err else { panic!("{err}") };
+    assert_eq!((status.code, status.reason.as_str()), (403, "Forbidden"));
+    assert_eq!(status.message, "pods \"plain\" is forbidden: failed quota: small: must specify requests.cpu");
+
+    // Back-to-back creates are charged at admission, before the controller recounts.
+    pods.create(&pp, &pod("a", Some("600m"))).await.unwrap();
+    let err = pods.create(&pp, &pod("b", Some("600m"))).await.unwrap_err();
+    let kube::Error::Api(status) = err else { panic!("{err}") };
+    assert_eq!(status.code, 403);
+    assert_eq!(
+        status.message,
+        "pods \"b\" is forbidden: exceeded quota: small, requested: requests.cpu=600m, used: requests.cpu=600m, limited: requests.cpu=1"
+    );
+    configmaps.create(&pp, &create(json!({"metadata": {"name": "one"}}))).await.unwrap();
+    let err = configmaps.create(&pp, &create(json!({"metadata": {"name": "two"}}))).await.unwrap_err();
+    assert!(matches!(err, kube::Error::Api(s) if s.code == 403 && s.message.contains("exceeded quota: small")));
+
+    // Freed usage is usable again once the controller recounts.
+    pods.delete("a", &DeleteParams { grace_period_seconds: Some(0), ..Default::default() }).await.unwrap();
+    wait_used(&quotas, "small", &[("requests.cpu", "0")]).await;
+    pods.create(&pp, &pod("b", Some("600m"))).await.unwrap();
 }
