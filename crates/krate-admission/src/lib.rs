@@ -4,10 +4,13 @@
 //! registry calls both on dry-run requests too, as upstream does.
 
 pub mod config;
+pub mod default_storage_class;
+pub mod default_toleration_seconds;
 pub mod metrics;
 mod namespace_lifecycle;
 pub mod node_restriction;
 pub mod pod_security;
+pub mod resource_quota;
 pub mod service_account;
 
 use std::sync::Arc;
@@ -20,9 +23,12 @@ use krate_api::admission::{Admission, Attributes};
 use krate_api::{ApiResult, Registry};
 
 pub use config::{AdmissionConfig, ConfigError};
+pub use default_storage_class::DefaultStorageClass;
+pub use default_toleration_seconds::DefaultTolerationSeconds;
 pub use namespace_lifecycle::NamespaceLifecycle;
 pub use node_restriction::NodeRestriction;
 pub use pod_security::{PodSecurity, PodSecurityConfig};
+pub use resource_quota::ResourceQuota;
 pub use service_account::ServiceAccount;
 
 /// Upstream's plugin order (kube-apiserver's AllOrderedPlugins), whichever are enabled:
@@ -102,8 +108,10 @@ impl Chain {
     }
 
     /// The server's default chain: NamespaceLifecycle, then `validators` (plugins of other
-    /// components, such as RBAC's escalation check), ServiceAccount, NodeRestriction and
-    /// PodSecurity, PodSecurity configured from the admission configuration file.
+    /// components, such as RBAC's escalation check), ServiceAccount, NodeRestriction,
+    /// PodSecurity, DefaultTolerationSeconds, DefaultStorageClass and ResourceQuota,
+    /// PodSecurity configured from the
+    /// admission configuration file.
     pub fn standard(
         registry: &Arc<Registry>,
         config: &AdmissionConfig,
@@ -119,6 +127,9 @@ impl Chain {
             ("ServiceAccount", Arc::new(ServiceAccount::new(registry)) as Arc<dyn Admission>),
             ("NodeRestriction", Arc::new(NodeRestriction::new(registry))),
             ("PodSecurity", Arc::new(PodSecurity::new(registry, pod_security))),
+            ("DefaultTolerationSeconds", Arc::new(DefaultTolerationSeconds::default())),
+            ("DefaultStorageClass", Arc::new(DefaultStorageClass::new(registry))),
+            ("ResourceQuota", Arc::new(ResourceQuota::new(registry))),
         ])?;
         // Not upstream admission plugins (RBAC's check lives in its registry there), so
         // outside the ordered list: right after NamespaceLifecycle.

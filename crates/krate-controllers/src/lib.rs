@@ -6,15 +6,25 @@
 
 pub mod certificates;
 pub mod cronjob;
+pub mod endpoints;
+pub mod endpointslice;
+pub mod endpointslice_mirroring;
 mod error;
+mod expectations;
 pub mod hpa;
 pub mod job;
 pub mod metrics;
 pub mod namespace;
+pub mod node_ipam;
+pub mod node_lifecycle;
 mod per_namespace;
+pub mod persistentvolume;
 pub mod podgc;
+pub mod resourcequota;
 pub mod root_ca;
+pub mod service_pods;
 pub mod serviceaccount;
+pub mod taint_eviction;
 pub mod ttl_after_finished;
 
 use std::future::Future;
@@ -53,6 +63,17 @@ pub struct Settings {
     pub terminated_pod_gc_threshold: i32,
     /// The pod garbage collector's timing.
     pub podgc: podgc::Tuning,
+    /// How long a node may go without renewing its Lease before it is NotReady/Unknown
+    /// (upstream's --node-monitor-grace-period).
+    pub node_monitor_grace_period: std::time::Duration,
+    /// Nodes whose pods are evicted per second at most (upstream's --node-eviction-rate).
+    pub node_eviction_rate: f64,
+    /// Pod CIDRs nodes get their podCIDRs from (upstream's --cluster-cidr).
+    pub cluster_cidrs: Vec<String>,
+    /// Prefix length of an IPv4 node's podCIDR (--node-cidr-mask-size[-ipv4]).
+    pub node_cidr_mask_size_ipv4: u8,
+    /// Prefix length of an IPv6 node's podCIDR (--node-cidr-mask-size-ipv6).
+    pub node_cidr_mask_size_ipv6: u8,
 }
 
 impl Default for Settings {
@@ -64,6 +85,11 @@ impl Default for Settings {
             job: job::Tuning::default(),
             terminated_pod_gc_threshold: 12500,
             podgc: podgc::Tuning::default(),
+            node_monitor_grace_period: std::time::Duration::from_secs(40),
+            node_eviction_rate: 0.1,
+            cluster_cidrs: vec!["10.42.0.0/16".into()],
+            node_cidr_mask_size_ipv4: 24,
+            node_cidr_mask_size_ipv6: 64,
         }
     }
 }
@@ -117,6 +143,14 @@ pub fn all(ctx: &Context) -> Vec<(&'static str, Loop)> {
         ("cronjob", Box::pin(cronjob::run(ctx.clone()))),
         ("ttl-after-finished", Box::pin(ttl_after_finished::run(ctx.clone()))),
         ("podgc", Box::pin(podgc::run(ctx.clone()))),
+        ("endpointslice", Box::pin(endpointslice::run(ctx.clone()))),
+        ("endpoints", Box::pin(endpoints::run(ctx.clone()))),
+        ("endpointslice-mirroring", Box::pin(endpointslice_mirroring::run(ctx.clone()))),
+        ("node-lifecycle", Box::pin(node_lifecycle::run(ctx.clone()))),
+        ("node-ipam", Box::pin(node_ipam::run(ctx.clone()))),
+        ("resourcequota", Box::pin(resourcequota::run(ctx.clone()))),
+        ("persistentvolume-binder", Box::pin(persistentvolume::run(ctx.clone()))),
+        ("taint-eviction-controller", Box::pin(taint_eviction::run(ctx.clone()))),
     ];
     if let Some(ca) = &settings.cluster_signing {
         match certificates::authority::Authority::new(&ca.cert_pem, &ca.key_pem) {
@@ -157,4 +191,23 @@ pub fn spawn_all(ctx: Context) -> tokio::task::JoinHandle<()> {
         // The informers live as long as the loops that read them.
         drop((guard, ctx));
     })
+}
+
+/// Calls `gone` with the last state of every object of the informer's kind that is
+/// deleted: a kube-runtime `Controller` only reconciles objects its store still holds,
+/// so cleanup for a deleted owner (its Endpoints, say) is driven from here.
+pub(crate) async fn on_deleted<K, F, Fut>(informer: Informer<K>, gone: F)
+where
+    K: krate_client::informers::Kind,
+    F: Fn(Arc<K>) -> Fut,
+    Fut: Future<Output = ()>,
+{
+    use futures::StreamExt;
+    let store = informer.store();
+    let mut changes = informer.subscribe();
+    while let Some(object) = changes.next().await {
+        if store.get(&kube::runtime::reflector::ObjectRef::from_obj(object.as_ref())).is_none() {
+            gone(object).await;
+        }
+    }
 }

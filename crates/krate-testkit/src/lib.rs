@@ -13,7 +13,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use krate_agent::simulated;
+pub use krate_agent::simulated;
 use krate_api::user::UserInfo;
 use krate_apiserver::inprocess::InProcess;
 use krate_apiserver::start::{Options, Running, start};
@@ -25,7 +25,8 @@ pub struct TestCluster {
     pub dir: tempfile::TempDir,
     /// Controllers, simulated nodes and other loops started for this test; dropped with it.
     loops: Vec<tokio::task::JoinHandle<()>>,
-    simulated: Vec<simulated::Running>,
+    /// Groups of simulated nodes by name prefix.
+    simulated: Vec<(String, simulated::Running)>,
 }
 
 impl Drop for TestCluster {
@@ -145,9 +146,16 @@ impl TestCluster {
             groups: vec!["system:masters".into(), "system:authenticated".into()],
             ..Default::default()
         });
+        let prefix = options.prefix.clone();
         let (names, running) = simulated::start(client, options).await.expect("simulated nodes register");
-        self.simulated.push(running);
+        self.simulated.push((prefix, running));
         names
+    }
+
+    /// Stops the simulated nodes named with `prefix`, as if their kubelets died: their
+    /// Node objects stay, their Leases are no longer renewed.
+    pub fn stop_simulated_nodes(&mut self, prefix: &str) {
+        self.simulated.retain(|(p, _)| p != prefix);
     }
 }
 

@@ -143,6 +143,32 @@ pub struct ServerArgs {
     pub encryption_provider_config_automatic_reload: bool,
     #[command(flatten)]
     pub audit: Box<AuditArgs>,
+    #[command(flatten)]
+    pub controllers: Box<ControllerArgs>,
+}
+
+/// Settings of the controller manager's controllers (upstream kube-controller-manager's
+/// flags of the same names).
+#[derive(clap::Args, Debug, Clone)]
+pub struct ControllerArgs {
+    /// Pod CIDRs handed out to nodes, comma-separated (one per IP family for dual-stack).
+    #[arg(long, value_delimiter = ',', default_value = "10.42.0.0/16")]
+    pub cluster_cidr: Vec<String>,
+    /// Prefix length of each node's podCIDR in a single-stack cluster.
+    #[arg(long)]
+    pub node_cidr_mask_size: Option<u8>,
+    /// Prefix length of each node's IPv4 podCIDR in a dual-stack cluster.
+    #[arg(long, default_value_t = 24)]
+    pub node_cidr_mask_size_ipv4: u8,
+    /// Prefix length of each node's IPv6 podCIDR in a dual-stack cluster.
+    #[arg(long, default_value_t = 64)]
+    pub node_cidr_mask_size_ipv6: u8,
+    /// How long a node may go without a heartbeat before it is marked unhealthy (e.g. 40s).
+    #[arg(long, default_value = "40s", value_parser = krate_apiserver::audit::parse_duration)]
+    pub node_monitor_grace_period: std::time::Duration,
+    /// Nodes per second whose pods may be evicted (taints added) in a healthy zone.
+    #[arg(long, default_value_t = 0.1)]
+    pub node_eviction_rate: f64,
 }
 
 /// Upstream's --audit-* flags.

@@ -40,6 +40,18 @@ pub fn start(running: &Running, args: &crate::cli::ServerArgs) -> AbortOnDrop {
             key_pem: running.pki.ca.key_pem.clone(),
         }),
         terminated_pod_gc_threshold: args.terminated_pod_gc_threshold,
+        node_monitor_grace_period: args.controllers.node_monitor_grace_period,
+        node_eviction_rate: args.controllers.node_eviction_rate,
+        cluster_cidrs: args.controllers.cluster_cidr.clone(),
+        // --node-cidr-mask-size is for single-stack clusters, of either family.
+        node_cidr_mask_size_ipv4: args
+            .controllers
+            .node_cidr_mask_size
+            .unwrap_or(args.controllers.node_cidr_mask_size_ipv4),
+        node_cidr_mask_size_ipv6: args
+            .controllers
+            .node_cidr_mask_size
+            .unwrap_or(args.controllers.node_cidr_mask_size_ipv6),
         ..Default::default()
     };
     AbortOnDrop(tokio::spawn(run(client_for, settings, args.leader_elect)))

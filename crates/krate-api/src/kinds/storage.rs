@@ -88,8 +88,8 @@ pub fn validate_pvc(pvc: &Value) -> Vec<Cause> {
     validate_pvc_spec(pvc.get("spec").unwrap_or(&NULL), "spec")
 }
 
-/// Claims are immutable after creation but for the volume name (set once), and the
-/// storage request and attributes class of bound claims.
+/// Claims are immutable after creation but for the volume name and the class (each set
+/// once), and the storage request and attributes class of bound claims.
 pub fn validate_pvc_update(new: &Value, old: &Value) -> Vec<Cause> {
     let mut c = Vec::new();
     let mut new_spec = new.get("spec").cloned().unwrap_or(json!({}));
@@ -100,6 +100,15 @@ pub fn validate_pvc_update(new: &Value, old: &Value) -> Vec<Cause> {
         }
         if let Some(m) = old_spec.as_object_mut() {
             m.remove("volumeName");
+        }
+    }
+    // A claim without a class may be given one (upstream's retroactive default
+    // StorageClass assignment, GA since 1.28).
+    if old_spec.get("storageClassName").is_none_or(Value::is_null) {
+        for s in [&mut new_spec, &mut old_spec] {
+            if let Some(m) = s.as_object_mut() {
+                m.remove("storageClassName");
+            }
         }
     }
     if new.pointer("/status/phase").and_then(Value::as_str) == Some("Bound") {
@@ -220,6 +229,12 @@ mod tests {
         let mut bound = ok.clone();
         bound["spec"]["volumeName"] = json!("pv-1");
         assert!(validate_pvc_update(&bound, &ok).is_empty(), "the volume name may be set once");
+        let mut classed = ok.clone();
+        classed["spec"]["storageClassName"] = json!("standard");
+        assert!(validate_pvc_update(&classed, &ok).is_empty(), "a class may be given to a claim without one");
+        let mut reclassed = classed.clone();
+        reclassed["spec"]["storageClassName"] = json!("fast");
+        assert_eq!(validate_pvc_update(&reclassed, &classed).len(), 1, "but not changed");
     }
 
     #[test]
