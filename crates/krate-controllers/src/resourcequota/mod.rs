@@ -103,11 +103,81 @@ fn in_namespace<K: Resource<DynamicType = ()> + Clone>(store: &Store<K>, namespa
     store.state().into_iter().filter(|o| o.meta().namespace.as_deref() == Some(namespace)).collect()
 }
 
+/// The namespace's objects a quota may count.
+struct Objects {
+    pods: Vec<Arc<Pod>>,
+    services: Vec<Arc<Service>>,
+    pvcs: Vec<Arc<PersistentVolumeClaim>>,
+    secrets: usize,
+    configmaps: usize,
+    rcs: usize,
+    quotas: usize,
+}
+
+impl Objects {
+    /// From the shared informers: cheap, but possibly behind the API.
+    fn informed(state: &State, namespace: &str) -> Objects {
+        Objects {
+            pods: in_namespace(&state.pods, namespace),
+            services: in_namespace(&state.services, namespace),
+            pvcs: in_namespace(&state.pvcs, namespace),
+            secrets: in_namespace(&state.secrets, namespace).len(),
+            configmaps: in_namespace(&state.configmaps, namespace).len(),
+            rcs: in_namespace(&state.rcs, namespace).len(),
+            quotas: in_namespace(&state.quotas, namespace).len(),
+        }
+    }
+
+    /// Listed from the API now: what admission has charged and stored is all here.
+    async fn listed(client: &kube::Client, namespace: &str) -> Result<Objects, Error> {
+        async fn all<K>(client: &kube::Client, namespace: &str) -> Result<Vec<Arc<K>>, Error>
+        where
+            K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+                + Clone
+                + serde::de::DeserializeOwned
+                + std::fmt::Debug,
+        {
+            let api: Api<K> = Api::namespaced(client.clone(), namespace);
+            Ok(api.list(&ListParams::default()).await?.items.into_iter().map(Arc::new).collect())
+        }
+        async fn count<K>(client: &kube::Client, namespace: &str) -> Result<usize, Error>
+        where
+            K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+                + Clone
+                + serde::de::DeserializeOwned
+                + std::fmt::Debug,
+        {
+            let api: Api<K> = Api::namespaced(client.clone(), namespace);
+            Ok(api.list_metadata(&ListParams::default()).await?.items.len())
+        }
+        Ok(Objects {
+            pods: all::<Pod>(client, namespace).await?,
+            services: all::<Service>(client, namespace).await?,
+            pvcs: all::<PersistentVolumeClaim>(client, namespace).await?,
+            secrets: count::<Secret>(client, namespace).await?,
+            configmaps: count::<ConfigMap>(client, namespace).await?,
+            rcs: count::<ReplicationController>(client, namespace).await?,
+            quotas: count::<ResourceQuota>(client, namespace).await?,
+        })
+    }
+}
+
+/// Whether `total` is below what the quota's status says is used for any resource.
+/// (Keys counted by listing, `skip`, are always fresh.)
+fn lowers_usage(quota: &ResourceQuota, total: &Usage, skip: &[(String, String, String)]) -> bool {
+    let used = quota.status.as_ref().and_then(|s| s.used.as_ref());
+    let fresh = |key: &String| skip.iter().any(|(k, _, _)| k == key);
+    used.into_iter().flatten().filter(|(key, _)| !fresh(key)).any(|(key, was)| {
+        let now = total.get(key).copied().unwrap_or_else(Quantity::zero);
+        Quantity::parse(&was.0).is_ok_and(|was| now.cmp_q(&was).is_lt())
+    })
+}
+
 /// The usage of the namespace's objects the quota covers.
-fn usage_of(quota: &ResourceQuota, state: &State, namespace: &str) -> Usage {
+fn usage_of(quota: &ResourceQuota, objects: &Objects) -> Usage {
     let mut total = Usage::new();
     let now = Timestamp::now();
-    for pod in in_namespace(&state.pods, namespace) {
+    for pod in &objects.pods {
         if usage::pod_counts(&pod, now) && usage::pod_in_scope(quota, &pod) {
             usage::add_all(&mut total, &usage::pod_usage(&pod));
         }
@@ -116,17 +186,17 @@ fn usage_of(quota: &ResourceQuota, state: &State, namespace: &str) -> Usage {
     if usage::has_scopes(quota) {
         return total;
     }
-    for svc in in_namespace(&state.services, namespace) {
-        usage::add_all(&mut total, &usage::service_usage(&svc));
+    for svc in &objects.services {
+        usage::add_all(&mut total, &usage::service_usage(svc));
     }
-    for pvc in in_namespace(&state.pvcs, namespace) {
-        usage::add_all(&mut total, &usage::pvc_usage(&pvc));
+    for pvc in &objects.pvcs {
+        usage::add_all(&mut total, &usage::pvc_usage(pvc));
     }
     let counts = [
-        ("secrets", Some("secrets"), in_namespace(&state.secrets, namespace).len()),
-        ("configmaps", Some("configmaps"), in_namespace(&state.configmaps, namespace).len()),
-        ("replicationcontrollers", Some("replicationcontrollers"), in_namespace(&state.rcs, namespace).len()),
-        ("resourcequotas", Some("resourcequotas"), in_namespace(&state.quotas, namespace).len()),
+        ("secrets", Some("secrets"), objects.secrets),
+        ("configmaps", Some("configmaps"), objects.configmaps),
+        ("replicationcontrollers", Some("replicationcontrollers"), objects.rcs),
+        ("resourcequotas", Some("resourcequotas"), objects.quotas),
     ];
     for (plural, legacy, n) in counts {
         for _ in 0..n {
@@ -169,8 +239,13 @@ async fn count_listed(client: &kube::Client, namespace: &str, resource: &str, gr
 async fn sync(quota: &ResourceQuota, state: &State) -> Result<Action, Error> {
     let namespace = quota.namespace().unwrap_or_default();
     let hard = quota.spec.as_ref().and_then(|s| s.hard.clone()).unwrap_or_default();
-    let mut total = usage_of(quota, state, &namespace);
+    let mut total = usage_of(quota, &Objects::informed(state, &namespace));
+    // The informers may not yet hold an object whose create admission just charged to
+    // this quota: before lowering a charge, recount from the API itself.
     let listed = listed_keys(&hard);
+    if lowers_usage(quota, &total, &listed) {
+        total = usage_of(quota, &Objects::listed(&state.read, &namespace).await?);
+    }
     for (key, resource, group) in &listed {
         let n =
             if usage::has_scopes(quota) { 0 } else { count_listed(&state.read, &namespace, resource, group).await? };
