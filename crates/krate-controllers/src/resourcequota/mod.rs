@@ -178,8 +178,8 @@ fn usage_of(quota: &ResourceQuota, objects: &Objects) -> Usage {
     let mut total = Usage::new();
     let now = Timestamp::now();
     for pod in &objects.pods {
-        if usage::pod_counts(&pod, now) && usage::pod_in_scope(quota, &pod) {
-            usage::add_all(&mut total, &usage::pod_usage(&pod));
+        if usage::pod_counts(pod, now) && usage::pod_in_scope(quota, pod) {
+            usage::add_all(&mut total, &usage::pod_usage(pod));
         }
     }
     // Scopes only ever select pods.
