@@ -4,12 +4,18 @@
 //! as its own identity (upstream's `system:serviceaccount:kube-system:<name>`), which the
 //! caller turns into a client, so authorization sees who does what.
 
+pub mod daemonset;
+pub mod disruption;
 mod error;
+mod events;
+pub mod history;
 pub mod metrics;
 pub mod namespace;
 mod per_namespace;
+pub mod pods;
 pub mod root_ca;
 pub mod serviceaccount;
+pub mod statefulset;
 
 use std::future::Future;
 use std::pin::Pin;
@@ -67,6 +73,9 @@ pub fn all(ctx: &Context) -> Vec<(&'static str, Loop)> {
             Box::pin(root_ca::run(client_for("root-ca-cert-publisher"), settings.root_ca_pem.clone())),
         ),
         ("namespace", Box::pin(namespace::run(client_for("namespace-controller")))),
+        ("statefulset", Box::pin(statefulset::run(ctx.clone()))),
+        ("daemonset", Box::pin(daemonset::run(ctx.clone()))),
+        ("disruption", Box::pin(disruption::run(ctx.clone()))),
     ]
 }
 
