@@ -19,6 +19,7 @@ pub mod conditional;
 pub mod csr_signer;
 pub mod discovery;
 pub mod encryption;
+pub mod eviction;
 pub mod health;
 pub mod inflight;
 pub mod inprocess;
