@@ -77,13 +77,18 @@ impl Evictions {
     /// The budgets in the pod's namespace whose selector matches it (policy/v1: an
     /// empty selector matches every pod, a missing one none).
     async fn budgets(&self, pod: &Value, ns: &str) -> ApiResult<Vec<Value>> {
-        let list = self.registry.list(&scope(&self.registry, "policy", "v1", "poddisruptionbudgets", ns)?, &ListOptions::default()).await?;
+        let list = self
+            .registry
+            .list(&scope(&self.registry, "policy", "v1", "poddisruptionbudgets", ns)?, &ListOptions::default())
+            .await?;
         let labels = pod.pointer("/metadata/labels").and_then(Value::as_object);
         Ok(list
             .items
             .iter()
             .filter_map(|b| serde_json::from_slice::<Value>(b).ok())
-            .filter(|b| b.pointer("/spec/selector").is_some_and(|s| !s.is_null() && LabelSelector::from_json(s).matches(labels)))
+            .filter(|b| {
+                b.pointer("/spec/selector").is_some_and(|s| !s.is_null() && LabelSelector::from_json(s).matches(labels))
+            })
             .collect())
     }
 
@@ -94,7 +99,10 @@ impl Evictions {
         for _ in 0..RETRIES {
             let mut pdb = self.registry.get(&budgets, name).await?;
             if int(&pdb, "/status/observedGeneration") < int(&pdb, "/metadata/generation") {
-                return Err(too_many_requests(10, format!("The disruption budget {name} is still being processed by the server.")));
+                return Err(too_many_requests(
+                    10,
+                    format!("The disruption budget {name} is still being processed by the server."),
+                ));
             }
             let allowed = int(&pdb, "/status/disruptionsAllowed");
             if allowed < 0 {
@@ -146,7 +154,14 @@ impl Evictions {
     /// Marks the pod DisruptionTarget (EvictionByEvictionAPI), then deletes it. A
     /// resourceVersion precondition is checked against the pod as it was, then moved on
     /// to the pod with the condition.
-    async fn condition_and_delete(&self, ns: &str, name: &str, mut opts: DeleteOptions, user: &UserInfo, dry_run: bool) -> ApiResult<()> {
+    async fn condition_and_delete(
+        &self,
+        ns: &str,
+        name: &str,
+        mut opts: DeleteOptions,
+        user: &UserInfo,
+        dry_run: bool,
+    ) -> ApiResult<()> {
         let pods = scope(&self.registry, "", "v1", "pods", ns)?;
         let ctx = Context::internal(user, &NoAdmission);
         if !dry_run {
@@ -157,13 +172,17 @@ impl Evictions {
             if opts.precondition_uid.as_ref().is_some_and(|u| !u.is_empty() && *u != uid)
                 || opts.precondition_resource_version.as_ref().is_some_and(|v| !v.is_empty() && *v != rv)
             {
-                return Err(ApiError::conflict(&t, "the object has been modified; please apply your changes to the latest version and try again"));
+                return Err(ApiError::conflict(
+                    &t,
+                    "the object has been modified; please apply your changes to the latest version and try again",
+                ));
             }
             if !matches!(phase(&pod), "Succeeded" | "Failed") {
                 add_disruption_target(&mut pod);
                 let (updated, _) = self.registry.update(&pods, name, pod, Some("status"), &ctx).await?;
                 if opts.precondition_resource_version.is_some() {
-                    opts.precondition_resource_version = object::meta_str(&updated, "resourceVersion").map(String::from);
+                    opts.precondition_resource_version =
+                        object::meta_str(&updated, "resourceVersion").map(String::from);
                 }
             }
         }
@@ -206,7 +225,10 @@ impl ComputedResource for Evictions {
         }
         let ns = req.namespace.unwrap_or("");
         let dry_run = req.dry_run
-            || body.pointer("/deleteOptions/dryRun").and_then(Value::as_array).is_some_and(|d| d.iter().any(|v| v == "All"));
+            || body
+                .pointer("/deleteOptions/dryRun")
+                .and_then(Value::as_array)
+                .is_some_and(|d| d.iter().any(|v| v == "All"));
         let opts = delete_options(&body);
         let pods = scope(&self.registry, "", "v1", "pods", ns)?;
         let pod = self.registry.get(&pods, req.name).await?;
@@ -221,7 +243,9 @@ impl ComputedResource for Evictions {
             return Err(ApiError {
                 code: 500,
                 reason: "",
-                message: "This pod has more than one PodDisruptionBudget, which the eviction subresource does not support.".into(),
+                message:
+                    "This pod has more than one PodDisruptionBudget, which the eviction subresource does not support."
+                        .into(),
                 details: None,
                 retry_after: None,
                 list_continue: None,
@@ -230,7 +254,8 @@ impl ComputedResource for Evictions {
         let mut pinned = false;
         if let Some(pdb) = budgets.first() {
             let name = object::name(pdb).to_string();
-            let always_allow = pdb.pointer("/spec/unhealthyPodEvictionPolicy").and_then(Value::as_str) == Some("AlwaysAllow");
+            let always_allow =
+                pdb.pointer("/spec/unhealthyPodEvictionPolicy").and_then(Value::as_str) == Some("AlwaysAllow");
             let (current, desired) = (int(pdb, "/status/currentHealthy"), int(pdb, "/status/desiredHealthy"));
             // An unready pod is not counted healthy: evicting it takes nothing from the
             // budget when the policy says so or the budget is met anyway.
@@ -248,7 +273,10 @@ impl ComputedResource for Evictions {
             match self.condition_and_delete(ns, req.name, opts, req.user, dry_run).await {
                 Ok(()) => {}
                 Err(e) if e.code == 409 && pinned => {
-                    return Err(too_many_requests(10, format!("The disruption budget {name} is still being processed by the server.")));
+                    return Err(too_many_requests(
+                        10,
+                        format!("The disruption budget {name} is still being processed by the server."),
+                    ));
                 }
                 Err(e) => return Err(e),
             }

@@ -15,10 +15,10 @@ use k8s_openapi::api::policy::v1::{PodDisruptionBudget, PodDisruptionBudgetStatu
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, LabelSelector, OwnerReference, Time};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use kube::ResourceExt;
 use kube::api::{Api, ApiResource, DynamicObject, PostParams};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::{ObjectRef, Store};
-use kube::ResourceExt;
 
 use crate::events::Events;
 use crate::{Context, Error, Informer, pods};
@@ -148,7 +148,9 @@ async fn reconcile(pdb: &PodDisruptionBudget, st: &State) -> Result<Action, Erro
         match api.replace_status(&pdb.name_any(), &PostParams::default(), &updated).await {
             Ok(_) => {}
             // The eviction subresource wrote it first; the change brings another sync.
-            Err(kube::Error::Api(s)) if s.code == 409 || s.code == 404 => return Ok(Action::requeue(Duration::from_millis(100))),
+            Err(kube::Error::Api(s)) if s.code == 409 || s.code == 404 => {
+                return Ok(Action::requeue(Duration::from_millis(100)));
+            }
             Err(e) => return Err(e.into()),
         }
     }
@@ -175,10 +177,18 @@ pub fn budget_status(
     s
 }
 
-fn set_condition(s: &mut PodDisruptionBudgetStatus, status: &str, reason: &str, message: &str, generation: Option<i64>, now: Timestamp) {
+fn set_condition(
+    s: &mut PodDisruptionBudgetStatus,
+    status: &str,
+    reason: &str,
+    message: &str,
+    generation: Option<i64>,
+    now: Timestamp,
+) {
     let conditions = s.conditions.get_or_insert_default();
     let previous = conditions.iter().find(|c| c.type_ == "DisruptionAllowed");
-    let transition = previous.filter(|c| c.status == status).map(|c| c.last_transition_time.clone()).unwrap_or(Time(now));
+    let transition =
+        previous.filter(|c| c.status == status).map(|c| c.last_transition_time.clone()).unwrap_or(Time(now));
     conditions.retain(|c| c.type_ != "DisruptionAllowed");
     conditions.push(Condition {
         type_: "DisruptionAllowed".into(),
@@ -192,7 +202,11 @@ fn set_condition(s: &mut PodDisruptionBudgetStatus, status: &str, reason: &str, 
 
 /// Announced evictions still pending: their pod exists, is not being deleted, and the
 /// announcement is under two minutes old. With when to look again.
-fn still_disrupted(pdb: &PodDisruptionBudget, pods: &[Pod], now: Timestamp) -> (BTreeMap<String, Time>, Option<Duration>) {
+fn still_disrupted(
+    pdb: &PodDisruptionBudget,
+    pods: &[Pod],
+    now: Timestamp,
+) -> (BTreeMap<String, Time>, Option<Duration>) {
     let announced = pdb.status.as_ref().and_then(|s| s.disrupted_pods.clone()).unwrap_or_default();
     let mut recheck: Option<Duration> = None;
     let kept = announced
@@ -259,7 +273,9 @@ async fn scale_of(ns: &str, owner: &OwnerReference, st: &State) -> Result<(Strin
     let mut owner = owner.clone();
     if owner.kind == "ReplicaSet" && owner.api_version == "apps/v1" {
         let rs = Api::<ReplicaSet>::namespaced(st.read.clone(), ns).get(&owner.name).await?;
-        if let Some(deployment) = rs.owner_references().iter().find(|r| r.controller == Some(true) && r.kind == "Deployment") {
+        if let Some(deployment) =
+            rs.owner_references().iter().find(|r| r.controller == Some(true) && r.kind == "Deployment")
+        {
             owner = deployment.clone();
         }
     }
@@ -287,7 +303,9 @@ mod tests {
         let labels = BTreeMap::from([("app".to_string(), "web".to_string())]);
         assert!(!selects(None, &labels));
         assert!(selects(Some(&LabelSelector::default()), &labels));
-        let sel: LabelSelector = serde_json::from_value(json!({"matchExpressions": [{"key": "app", "operator": "In", "values": ["web"]}]})).unwrap();
+        let sel: LabelSelector =
+            serde_json::from_value(json!({"matchExpressions": [{"key": "app", "operator": "In", "values": ["web"]}]}))
+                .unwrap();
         assert!(selects(Some(&sel), &labels));
         let other: LabelSelector = serde_json::from_value(json!({"matchLabels": {"app": "db"}})).unwrap();
         assert!(!selects(Some(&other), &labels));
@@ -295,11 +313,15 @@ mod tests {
 
     #[test]
     fn disruptions_allowed_and_the_condition_follow_the_counts() {
-        let pdb: PodDisruptionBudget = serde_json::from_value(json!({"metadata": {"name": "b", "generation": 2}})).unwrap();
+        let pdb: PodDisruptionBudget =
+            serde_json::from_value(json!({"metadata": {"name": "b", "generation": 2}})).unwrap();
         let s = budget_status(&pdb, 3, 2, 3, Timestamp::now());
         assert_eq!((s.disruptions_allowed, s.observed_generation), (Some(1), Some(2)));
         let c = &s.conditions.as_ref().unwrap()[0];
-        assert_eq!((c.type_.as_str(), c.status.as_str(), c.reason.as_str()), ("DisruptionAllowed", "True", "SufficientPods"));
+        assert_eq!(
+            (c.type_.as_str(), c.status.as_str(), c.reason.as_str()),
+            ("DisruptionAllowed", "True", "SufficientPods")
+        );
         let s = budget_status(&pdb, 3, 3, 2, Timestamp::now());
         assert_eq!(s.disruptions_allowed, Some(0));
         assert_eq!(s.conditions.as_ref().unwrap()[0].reason, "InsufficientPods");

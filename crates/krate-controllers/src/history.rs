@@ -74,7 +74,9 @@ pub async fn update_revision<K: Resource<DynamicType = ()>>(
 ) -> Result<(ControllerRevision, Option<i32>), Error> {
     let data = template_patch(&parent.template);
     let max = revisions.iter().map(|r| r.revision).max().unwrap_or(0);
-    if let Some(equal) = revisions.iter().filter(|r| r.data.as_ref().map(|d| &d.0) == Some(&data)).max_by_key(|r| r.revision) {
+    if let Some(equal) =
+        revisions.iter().filter(|r| r.data.as_ref().map(|d| &d.0) == Some(&data)).max_by_key(|r| r.revision)
+    {
         if equal.revision == max {
             return Ok((equal.clone(), parent.collision_count));
         }
@@ -89,11 +91,8 @@ pub async fn update_revision<K: Resource<DynamicType = ()>>(
         let h = hash(&data, collision_count);
         let mut labels = parent.labels.clone();
         labels.insert(REVISION_LABEL.into(), h.clone());
-        let mut revision = ControllerRevision {
-            data: Some(RawExtension(data.clone())),
-            revision: max + 1,
-            ..Default::default()
-        };
+        let mut revision =
+            ControllerRevision { data: Some(RawExtension(data.clone())), revision: max + 1, ..Default::default() };
         revision.metadata.name = Some(name(&parent.object.name_any(), &h));
         revision.metadata.namespace = parent.object.namespace();
         revision.metadata.labels = Some(labels);
@@ -122,8 +121,7 @@ pub async fn truncate(
     live: &[String],
     limit: i32,
 ) -> Result<(), Error> {
-    let mut old: Vec<&ControllerRevision> =
-        revisions.iter().filter(|r| !live.contains(&r.name_any())).collect();
+    let mut old: Vec<&ControllerRevision> = revisions.iter().filter(|r| !live.contains(&r.name_any())).collect();
     let excess = old.len().saturating_sub(limit.max(0) as usize);
     old.sort_by_key(|r| r.revision);
     for r in old.into_iter().take(excess) {

@@ -95,8 +95,10 @@ pub fn scaled(
         None => Ok(default),
         Some(IntOrString::Int(n)) => Ok(*n),
         Some(IntOrString::String(s)) => {
-            let pct: i64 =
-                s.strip_suffix('%').and_then(|p| p.parse().ok()).ok_or_else(|| format!("invalid value for IntOrString: invalid value {s:?}"))?;
+            let pct: i64 = s
+                .strip_suffix('%')
+                .and_then(|p| p.parse().ok())
+                .ok_or_else(|| format!("invalid value for IntOrString: invalid value {s:?}"))?;
             let product = pct * i64::from(total);
             let v = if round_up { (product + 99).div_euclid(100) } else { product.div_euclid(100) };
             Ok(v as i32)

@@ -13,10 +13,10 @@ use futures::StreamExt;
 use k8s_openapi::api::apps::v1::{ControllerRevision, DaemonSet, DaemonSetStatus};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::jiff::Timestamp;
+use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, PostParams};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::ObjectRef;
-use kube::ResourceExt;
 
 use crate::events::Events;
 use crate::history::{self, Parent, REVISION_LABEL};
@@ -104,7 +104,11 @@ async fn reconcile(ds: &DaemonSet, st: &State) -> Result<Action, Error> {
             Step::Delete { pod } => delete_pod(ds, st, &pods_api, pod).await?,
             Step::DeleteFailed { pod, node } => {
                 st.events
-                    .warning(ds, "FailedDaemonPod", format!("Found failed daemon pod {ns}/{pod} on node {node}, will try to kill it"))
+                    .warning(
+                        ds,
+                        "FailedDaemonPod",
+                        format!("Found failed daemon pod {ns}/{pod} on node {node}, will try to kill it"),
+                    )
                     .await;
                 delete_pod(ds, st, &pods_api, pod).await?;
             }

@@ -27,9 +27,9 @@ pub fn add_daemon_tolerations(spec: &mut PodSpec) {
     let tolerations = spec.tolerations.get_or_insert_default();
     let extra = host_network.then_some((NETWORK_UNAVAILABLE, "NoSchedule"));
     for (key, effect) in DAEMON_TOLERATIONS.into_iter().chain(extra) {
-        let present = tolerations
-            .iter()
-            .any(|t| t.key.as_deref() == Some(key) && t.effect.as_deref() == Some(effect) && t.toleration_seconds.is_none());
+        let present = tolerations.iter().any(|t| {
+            t.key.as_deref() == Some(key) && t.effect.as_deref() == Some(effect) && t.toleration_seconds.is_none()
+        });
         if !present {
             tolerations.retain(|t| !(t.key.as_deref() == Some(key) && t.effect.as_deref() == Some(effect)));
             tolerations.push(Toleration {
@@ -89,7 +89,8 @@ pub fn placement(template: &PodSpec, node: &Node) -> Placement {
     add_daemon_tolerations(&mut spec);
     let tolerations = spec.tolerations.unwrap_or_default();
     let taints = node.spec.as_ref().and_then(|s| s.taints.clone()).unwrap_or_default();
-    let untolerated = |effects: &[&str]| taints.iter().any(|t| effects.contains(&t.effect.as_str()) && !tolerates(&tolerations, t));
+    let untolerated =
+        |effects: &[&str]| taints.iter().any(|t| effects.contains(&t.effect.as_str()) && !tolerates(&tolerations, t));
     if untolerated(&["NoSchedule", "NoExecute"]) {
         return Placement { should_run: false, should_continue_running: !untolerated(&["NoExecute"]) };
     }
@@ -116,7 +117,13 @@ fn requirement_matches(r: &NodeSelectorRequirement, value: Option<&str>) -> bool
         "Exists" => value.is_some(),
         "DoesNotExist" => value.is_none(),
         "Gt" | "Lt" => match (value.and_then(number), values.first().and_then(|v| number(v))) {
-            (Some(v), Some(bound)) => if r.operator == "Gt" { v > bound } else { v < bound },
+            (Some(v), Some(bound)) => {
+                if r.operator == "Gt" {
+                    v > bound
+                } else {
+                    v < bound
+                }
+            }
             _ => false,
         },
         _ => false,
@@ -145,9 +152,18 @@ pub fn node_of(spec: &PodSpec) -> Option<&str> {
     if let Some(n) = spec.node_name.as_deref().filter(|n| !n.is_empty()) {
         return Some(n);
     }
-    let terms = &spec.affinity.as_ref()?.node_affinity.as_ref()?.required_during_scheduling_ignored_during_execution.as_ref()?.node_selector_terms;
+    let terms = &spec
+        .affinity
+        .as_ref()?
+        .node_affinity
+        .as_ref()?
+        .required_during_scheduling_ignored_during_execution
+        .as_ref()?
+        .node_selector_terms;
     terms.iter().flat_map(|t| t.match_fields.iter().flatten()).find_map(|r| {
-        (r.key == "metadata.name" && r.operator == "In").then(|| r.values.as_ref()?.first().map(String::as_str)).flatten()
+        (r.key == "metadata.name" && r.operator == "In")
+            .then(|| r.values.as_ref()?.first().map(String::as_str))
+            .flatten()
     })
 }
 
@@ -157,7 +173,8 @@ mod tests {
     use serde_json::json;
 
     fn node(labels: serde_json::Value, taints: serde_json::Value) -> Node {
-        serde_json::from_value(json!({"metadata": {"name": "n1", "labels": labels}, "spec": {"taints": taints}})).unwrap()
+        serde_json::from_value(json!({"metadata": {"name": "n1", "labels": labels}, "spec": {"taints": taints}}))
+            .unwrap()
     }
 
     fn spec(v: serde_json::Value) -> PodSpec {
@@ -169,8 +186,10 @@ mod tests {
         let s = spec(json!({"containers": [], "nodeSelector": {"disk": "ssd"}}));
         assert!(placement(&s, &node(json!({"disk": "ssd"}), json!([]))).should_run);
         assert!(!placement(&s, &node(json!({"disk": "hdd"}), json!([]))).should_run);
-        let a = spec(json!({"containers": [], "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution":
-            {"nodeSelectorTerms": [{"matchExpressions": [{"key": "zone", "operator": "NotIn", "values": ["b"]}]}]}}}}));
+        let a = spec(
+            json!({"containers": [], "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution":
+            {"nodeSelectorTerms": [{"matchExpressions": [{"key": "zone", "operator": "NotIn", "values": ["b"]}]}]}}}}),
+        );
         assert!(placement(&a, &node(json!({"zone": "a"}), json!([]))).should_run);
         assert!(!placement(&a, &node(json!({"zone": "b"}), json!([]))).should_run);
     }
@@ -182,11 +201,15 @@ mod tests {
         assert_eq!(placement(&s, &no_schedule), Placement { should_run: false, should_continue_running: true });
         let no_execute = node(json!({}), json!([{"key": "dedicated", "effect": "NoExecute"}]));
         assert_eq!(placement(&s, &no_execute), Placement { should_run: false, should_continue_running: false });
-        let tolerant = spec(json!({"containers": [], "tolerations": [{"key": "dedicated", "operator": "Equal", "value": "gpu"}]}));
+        let tolerant =
+            spec(json!({"containers": [], "tolerations": [{"key": "dedicated", "operator": "Equal", "value": "gpu"}]}));
         assert!(placement(&tolerant, &no_schedule).should_run);
         // Upstream's automatic tolerations cover unschedulable, not-ready and pressure taints.
-        let cordoned = node(json!({}), json!([{"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"},
-            {"key": "node.kubernetes.io/not-ready", "effect": "NoExecute"}]));
+        let cordoned = node(
+            json!({}),
+            json!([{"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"},
+            {"key": "node.kubernetes.io/not-ready", "effect": "NoExecute"}]),
+        );
         assert!(placement(&s, &cordoned).should_run);
         let net = node(json!({}), json!([{"key": NETWORK_UNAVAILABLE, "effect": "NoSchedule"}]));
         assert!(!placement(&s, &net).should_run);
@@ -195,11 +218,20 @@ mod tests {
 
     #[test]
     fn pods_are_pinned_by_a_match_fields_term() {
-        let mut s = spec(json!({"containers": [], "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution":
-            {"nodeSelectorTerms": [{"matchExpressions": [{"key": "zone", "operator": "Exists"}]}]}}}}));
+        let mut s = spec(
+            json!({"containers": [], "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution":
+            {"nodeSelectorTerms": [{"matchExpressions": [{"key": "zone", "operator": "Exists"}]}]}}}}),
+        );
         pin_to_node(&mut s, "n7");
         assert_eq!(node_of(&s), Some("n7"));
-        let terms = &s.affinity.unwrap().node_affinity.unwrap().required_during_scheduling_ignored_during_execution.unwrap().node_selector_terms;
+        let terms = &s
+            .affinity
+            .unwrap()
+            .node_affinity
+            .unwrap()
+            .required_during_scheduling_ignored_during_execution
+            .unwrap()
+            .node_selector_terms;
         assert_eq!(terms.len(), 1);
         assert!(terms[0].match_expressions.is_none());
     }

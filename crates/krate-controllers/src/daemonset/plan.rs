@@ -17,10 +17,17 @@ use crate::pods;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Step {
-    Create { node: String },
-    Delete { pod: String },
+    Create {
+        node: String,
+    },
+    Delete {
+        pod: String,
+    },
     /// A failed pod, deleted so that it is made again.
-    DeleteFailed { pod: String, node: String },
+    DeleteFailed {
+        pod: String,
+        node: String,
+    },
 }
 
 #[derive(Debug, Default)]
@@ -193,11 +200,14 @@ mod tests {
     fn every_eligible_node_gets_one_pod() {
         let d = ds(json!({"type": "RollingUpdate"}));
         let got = steps(&d, 3, &[pod(1, "new", true), pod(7, "new", true)]);
-        assert_eq!(got, vec![
-            Step::Delete { pod: "agent-new-7".into() },
-            Step::Create { node: "n0".into() },
-            Step::Create { node: "n2".into() },
-        ]);
+        assert_eq!(
+            got,
+            vec![
+                Step::Delete { pod: "agent-new-7".into() },
+                Step::Create { node: "n0".into() },
+                Step::Create { node: "n2".into() },
+            ]
+        );
     }
 
     #[test]

@@ -33,7 +33,8 @@ fn claim_templates(set: &StatefulSet) -> &[PersistentVolumeClaim] {
 /// The pod at `ordinal` from `template` (the template of the revision it gets).
 pub fn new_pod(set: &StatefulSet, template: &PodTemplateSpec, revision: &str, ordinal: i32) -> Pod {
     let name = pod_name(set, ordinal);
-    let mut pod = Pod { metadata: template.metadata.clone().unwrap_or_default(), spec: template.spec.clone(), status: None };
+    let mut pod =
+        Pod { metadata: template.metadata.clone().unwrap_or_default(), spec: template.spec.clone(), status: None };
     pod.metadata.name = Some(name.clone());
     pod.metadata.generate_name = None;
     pod.metadata.namespace = set.namespace();

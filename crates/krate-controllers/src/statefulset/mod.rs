@@ -119,7 +119,11 @@ async fn reconcile(set: &StatefulSet, st: &State) -> Result<Action, Error> {
             }
             Step::Recreate { name: pod } => {
                 st.events
-                    .warning(set, "RecreatingFailedPod", format!("StatefulSet {ns}/{name} is recreating failed Pod {pod}"))
+                    .warning(
+                        set,
+                        "RecreatingFailedPod",
+                        format!("StatefulSet {ns}/{name} is recreating failed Pod {pod}"),
+                    )
                     .await;
                 delete_pod(set, st, &pods_api, pod).await?;
             }
@@ -184,13 +188,18 @@ async fn create_pod(
     let pod = identity::new_pod(set, template, revision, ordinal);
     let pod_name = pod.name_any();
     let set_name = set.name_any();
-    let claims_api: Api<PersistentVolumeClaim> = Api::namespaced(st.client.clone(), &set.namespace().unwrap_or_default());
+    let claims_api: Api<PersistentVolumeClaim> =
+        Api::namespaced(st.client.clone(), &set.namespace().unwrap_or_default());
     for claim in identity::claims(set, ordinal) {
         let claim_name = claim.name_any();
         match claims_api.create(&PostParams::default(), &claim).await {
             Ok(_) => {
                 st.events
-                    .normal(set, "SuccessfulCreate", format!("create Claim {claim_name} Pod {pod_name} in StatefulSet {set_name} success"))
+                    .normal(
+                        set,
+                        "SuccessfulCreate",
+                        format!("create Claim {claim_name} Pod {pod_name} in StatefulSet {set_name} success"),
+                    )
                     .await
             }
             Err(kube::Error::Api(s)) if s.code == 409 => {
@@ -201,7 +210,13 @@ async fn create_pod(
             }
             Err(e) => {
                 st.events
-                    .warning(set, "FailedCreate", format!("create Claim {claim_name} for Pod {pod_name} in StatefulSet {set_name} failed error: {e}"))
+                    .warning(
+                        set,
+                        "FailedCreate",
+                        format!(
+                            "create Claim {claim_name} for Pod {pod_name} in StatefulSet {set_name} failed error: {e}"
+                        ),
+                    )
                     .await;
                 return Err(e.into());
             }
@@ -209,14 +224,20 @@ async fn create_pod(
     }
     match pods_api.create(&PostParams::default(), &pod).await {
         Ok(_) => {
-            st.events.normal(set, "SuccessfulCreate", format!("create Pod {pod_name} in StatefulSet {set_name} successful")).await;
+            st.events
+                .normal(set, "SuccessfulCreate", format!("create Pod {pod_name} in StatefulSet {set_name} successful"))
+                .await;
             Ok(())
         }
         // The informer had not seen it yet.
         Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
         Err(e) => {
             st.events
-                .warning(set, "FailedCreate", format!("create Pod {pod_name} in StatefulSet {set_name} failed error: {e}"))
+                .warning(
+                    set,
+                    "FailedCreate",
+                    format!("create Pod {pod_name} in StatefulSet {set_name} failed error: {e}"),
+                )
                 .await;
             Err(e.into())
         }
@@ -227,7 +248,9 @@ async fn delete_pod(set: &StatefulSet, st: &State, pods_api: &Api<Pod>, pod: &st
     let set_name = set.name_any();
     match pods_api.delete(pod, &DeleteParams::default()).await {
         Ok(_) => {
-            st.events.normal(set, "SuccessfulDelete", format!("delete Pod {pod} in StatefulSet {set_name} successful")).await;
+            st.events
+                .normal(set, "SuccessfulDelete", format!("delete Pod {pod} in StatefulSet {set_name} successful"))
+                .await;
             Ok(())
         }
         Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
@@ -263,7 +286,8 @@ fn compute_status(
         collision_count,
         conditions: set.status.as_ref().and_then(|s| s.conditions.clone()),
     };
-    let rolling = set.spec.as_ref().and_then(|s| s.update_strategy.as_ref()).and_then(|u| u.type_.as_deref()) != Some("OnDelete");
+    let rolling =
+        set.spec.as_ref().and_then(|s| s.update_strategy.as_ref()).and_then(|u| u.type_.as_deref()) != Some("OnDelete");
     // A finished rolling update makes the update revision current.
     if rolling && status.updated_replicas == Some(status.replicas) && status.ready_replicas == Some(status.replicas) {
         status.current_replicas = status.updated_replicas;

@@ -23,13 +23,23 @@ pub enum Revision {
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Step {
-    Create { ordinal: i32, revision: Revision },
+    Create {
+        ordinal: i32,
+        revision: Revision,
+    },
     /// A failed or succeeded replica, deleted to be made again.
-    Recreate { name: String },
+    Recreate {
+        name: String,
+    },
     /// A pod beyond the replicas (scale down).
-    Condemn { name: String, ordinal: i32 },
+    Condemn {
+        name: String,
+        ordinal: i32,
+    },
     /// An outdated pod, deleted to be made again at the update revision.
-    Update { name: String },
+    Update {
+        name: String,
+    },
 }
 
 #[derive(Debug, Default, PartialEq)]
@@ -94,7 +104,8 @@ pub fn plan(set: &StatefulSet, pods: &BTreeMap<i32, Pod>, update_revision: &str,
     let (start, count) = (start_ordinal(set), replicas(set));
     let min_ready = min_ready_seconds(set);
     let mut plan = Plan::default();
-    let healthy = |p: &Pod| !pods::is_terminating(p) && pods::is_running_and_ready(p) && pods::is_available(p, min_ready, now);
+    let healthy =
+        |p: &Pod| !pods::is_terminating(p) && pods::is_running_and_ready(p) && pods::is_available(p, min_ready, now);
     let wait = |plan: &mut Plan, p: &Pod| {
         if let Some(d) = pods::until_available(p, min_ready, now) {
             plan.requeue = Some(plan.requeue.map_or(d, |r| r.min(d)));
@@ -203,7 +214,10 @@ mod tests {
     fn ordered_ready_makes_one_pod_at_a_time_and_waits_for_readiness() {
         let s = set(json!({"replicas": 3}));
         let now = Timestamp::now();
-        assert_eq!(plan(&s, &pods(vec![]), "r1", now).steps, vec![Step::Create { ordinal: 0, revision: Revision::Update }]);
+        assert_eq!(
+            plan(&s, &pods(vec![]), "r1", now).steps,
+            vec![Step::Create { ordinal: 0, revision: Revision::Update }]
+        );
         assert!(plan(&s, &pods(vec![pod(0, "r1", false)]), "r1", now).steps.is_empty());
         assert_eq!(
             plan(&s, &pods(vec![pod(0, "r1", true)]), "r1", now).steps,
@@ -229,7 +243,10 @@ mod tests {
     fn scale_down_removes_the_highest_ordinal_first() {
         let s = set(json!({"replicas": 1}));
         let p = pods(vec![pod(0, "r1", true), pod(1, "r1", true), pod(2, "r1", true)]);
-        assert_eq!(plan(&s, &p, "r1", Timestamp::now()).steps, vec![Step::Condemn { name: "web-2".into(), ordinal: 2 }]);
+        assert_eq!(
+            plan(&s, &p, "r1", Timestamp::now()).steps,
+            vec![Step::Condemn { name: "web-2".into(), ordinal: 2 }]
+        );
     }
 
     #[test]
