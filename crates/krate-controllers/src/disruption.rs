@@ -31,7 +31,6 @@ const DELETION_TIMEOUT: SignedDuration = SignedDuration::from_secs(120);
 const RESYNC: Duration = Duration::from_secs(30);
 
 struct State {
-    read: kube::Client,
     write: kube::Client,
     events: Events,
     pods: Informer<Pod>,
@@ -42,7 +41,6 @@ pub async fn run(ctx: Context) {
     let budgets = ctx.informers.get::<PodDisruptionBudget>();
     let state = Arc::new(State {
         events: Events::new(clients.write.clone(), "controllermanager"),
-        read: clients.read,
         write: clients.write,
         pods: ctx.informers.get(),
     });
@@ -272,7 +270,7 @@ async fn controllers_scale(pdb: &PodDisruptionBudget, pods: &[Pod], st: &State) 
 async fn scale_of(ns: &str, owner: &OwnerReference, st: &State) -> Result<(String, i32), kube::Error> {
     let mut owner = owner.clone();
     if owner.kind == "ReplicaSet" && owner.api_version == "apps/v1" {
-        let rs = Api::<ReplicaSet>::namespaced(st.read.clone(), ns).get(&owner.name).await?;
+        let rs = Api::<ReplicaSet>::namespaced(st.write.clone(), ns).get(&owner.name).await?;
         if let Some(deployment) =
             rs.owner_references().iter().find(|r| r.controller == Some(true) && r.kind == "Deployment")
         {
@@ -287,7 +285,8 @@ async fn scale_of(ns: &str, owner: &OwnerReference, st: &State) -> Result<(Strin
         kind: owner.kind.clone(),
         plural: format!("{}s", owner.kind.to_lowercase()),
     };
-    let api: Api<DynamicObject> = Api::namespaced_with(st.read.clone(), ns, &resource);
+    // As the controller itself: its role may read every */scale.
+    let api: Api<DynamicObject> = Api::namespaced_with(st.write.clone(), ns, &resource);
     let scale: DynamicObject = api.get_subresource("scale", &owner.name).await?;
     let replicas = scale.data.pointer("/spec/replicas").and_then(|v| v.as_i64()).unwrap_or(0) as i32;
     Ok((owner.uid.clone(), replicas))
