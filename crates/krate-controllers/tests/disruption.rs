@@ -216,3 +216,40 @@ async fn unhealthy_pods_are_evicted_per_the_unhealthy_pod_eviction_policy() {
     eventually("c-3 gone", WAIT, || async { pods.get_opt("c-3").await.unwrap().is_none().then_some(()) }).await;
     assert_eq!(refusal(pods.evict("c-1", &EvictParams::default()).await).code, 429);
 }
+
+#[tokio::test]
+async fn eviction_answers_bad_requests_and_unprocessed_budgets_as_upstream() {
+    // No disruption controller: a budget nobody has processed yet.
+    let (client, _cluster, node) = cluster(&[]).await;
+    pod(&client, &node, "p-0", "p", 0, false).await;
+    pods_ready(&client, &["p-0"]).await;
+    let pods: Api<Pod> = Api::default_namespaced(client.clone());
+
+    let missing = refusal(pods.evict("nope", &EvictParams::default()).await);
+    assert_eq!((missing.code, missing.reason.as_str()), (404, "NotFound"));
+    let other_name = json!({"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": "other"}});
+    let mismatch = pods
+        .create_subresource::<serde_json::Value, kube::core::Status>(
+            "eviction",
+            "p-0",
+            &PostParams::default(),
+            &other_name,
+        )
+        .await;
+    let mismatch = refusal(mismatch);
+    assert_eq!((mismatch.code, mismatch.message.as_str()), (400, "name in URL does not match name in Eviction object"));
+
+    budget(&client, "p", json!({"minAvailable": 0, "selector": {"matchLabels": {"app": "p"}}})).await;
+    let unprocessed = refusal(pods.evict("p-0", &EvictParams::default()).await);
+    assert_eq!(unprocessed.code, 429);
+    let cause = &unprocessed.details.as_ref().unwrap().causes[0];
+    assert_eq!(cause.message, "The disruption budget p is still being processed by the server.");
+
+    budget(&client, "p2", json!({"maxUnavailable": 1, "selector": {}})).await;
+    let two = refusal(pods.evict("p-0", &EvictParams::default()).await);
+    assert_eq!(
+        (two.code, two.message.as_str()),
+        (500, "This pod has more than one PodDisruptionBudget, which the eviction subresource does not support.")
+    );
+    assert!(pods.get("p-0").await.unwrap().metadata.deletion_timestamp.is_none());
+}
