@@ -429,7 +429,8 @@ async fn run_pods(client: kube::Client, nodes: HashSet<String>, options: Options
     let pods: Api<Pod> = Api::all(client.clone());
     let index: Arc<HashMap<String, usize>> =
         Arc::new((0..options.count).map(|i| (options.name(i), i)).filter(|(n, _)| nodes.contains(n)).collect());
-    let state = Arc::new(PodWork { client, addresses: Mutex::default(), busy: Mutex::default() });
+    let state =
+        Arc::new(PodWork { client, addresses: Mutex::default(), busy: Mutex::default(), waiting: Mutex::default() });
     let permits = Arc::new(Semaphore::new(options.concurrency.max(1)));
     let config = watcher::Config::default().fields("spec.nodeName!=");
     let mut events = kube::runtime::watcher(pods, config).default_backoff().boxed();
@@ -466,6 +467,8 @@ struct PodWork {
     addresses: Mutex<Addresses>,
     /// Pods with work in flight, and the newer state seen meanwhile, if any.
     busy: Mutex<HashMap<String, Option<(Pod, usize)>>>,
+    /// Pods waiting for a timed change, woken early by a newer state (a deletion).
+    waiting: Mutex<HashMap<String, Arc<tokio::sync::Notify>>>,
 }
 
 impl PodWork {
@@ -475,6 +478,10 @@ impl PodWork {
             let mut busy = self.busy.lock();
             if let Some(newer) = busy.get_mut(&k) {
                 *newer = Some((pod, node_index));
+                drop(busy);
+                if let Some(waiting) = self.waiting.lock().get(&k) {
+                    waiting.notify_one();
+                }
                 return;
             }
             busy.insert(k.clone(), None);
@@ -486,7 +493,16 @@ impl PodWork {
                 let later = self.step(&pod, node_index).await;
                 drop(permit);
                 if let Some(wait) = later {
-                    tokio::time::sleep(wait).await;
+                    let wake = Arc::new(tokio::sync::Notify::new());
+                    self.waiting.lock().insert(k.clone(), wake.clone());
+                    // A state queued before the waker was in place is seen here.
+                    if !self.busy.lock().get(&k).is_some_and(Option::is_some) {
+                        tokio::select! {
+                            _ = tokio::time::sleep(wait) => {}
+                            _ = wake.notified() => {}
+                        }
+                    }
+                    self.waiting.lock().remove(&k);
                     // Come back with the newest state: a queued one, or this one again.
                     let queued = self.busy.lock().get_mut(&k).and_then(Option::take);
                     current = Some(queued.unwrap_or((pod, node_index)));

@@ -834,9 +834,14 @@ impl Registry {
                 )));
             }
             Self::reconcile_namespace(scope, &mut new)?;
+            // A patch's result carries the current resourceVersion; only one the patch
+            // itself changed is a precondition (otherwise a lost race is retried).
             let required = match precondition {
                 Some(rv) => Some(rv),
-                None => object::meta_str(&new, "resourceVersion").map(parse_rv).transpose()?,
+                None => object::meta_str(&new, "resourceVersion")
+                    .map(parse_rv)
+                    .transpose()?
+                    .filter(|rv| *rv != kv.mod_revision),
             };
             if let Some(rv) = required
                 && rv != kv.mod_revision

@@ -18,6 +18,7 @@ pub mod client_auth;
 pub mod conditional;
 pub mod discovery;
 pub mod encryption;
+pub mod eviction;
 pub mod health;
 pub mod inflight;
 pub mod inprocess;

@@ -187,6 +187,12 @@ pub async fn start(opts: Options) -> Result<Running, StartError> {
     let server = Arc::new(ApiServer::new(registry.clone(), admission.clone(), auth, config));
     authz::register_reviews(&server, &authorization);
     authn.register(&server);
+    server.register_computed(
+        "",
+        "pods",
+        "eviction",
+        Arc::new(crate::eviction::Evictions { registry: registry.clone() }),
+    );
     // Reads the policy and opens the log: file I/O, off the async workers.
     let audit_opts = opts.audit.clone();
     let auditor = tokio::task::spawn_blocking(move || crate::audit::Auditor::start(&audit_opts))

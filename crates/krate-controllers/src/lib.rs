@@ -6,11 +6,15 @@
 
 pub mod certificates;
 pub mod cronjob;
+pub mod daemonset;
+pub mod disruption;
 pub mod endpoints;
 pub mod endpointslice;
 pub mod endpointslice_mirroring;
 mod error;
+mod events;
 mod expectations;
+pub mod history;
 pub mod hpa;
 pub mod job;
 pub mod metrics;
@@ -20,10 +24,12 @@ pub mod node_lifecycle;
 mod per_namespace;
 pub mod persistentvolume;
 pub mod podgc;
+pub mod pods;
 pub mod resourcequota;
 pub mod root_ca;
 pub mod service_pods;
 pub mod serviceaccount;
+pub mod statefulset;
 pub mod taint_eviction;
 pub mod ttl_after_finished;
 
@@ -151,6 +157,9 @@ pub fn all(ctx: &Context) -> Vec<(&'static str, Loop)> {
         ("resourcequota", Box::pin(resourcequota::run(ctx.clone()))),
         ("persistentvolume-binder", Box::pin(persistentvolume::run(ctx.clone()))),
         ("taint-eviction-controller", Box::pin(taint_eviction::run(ctx.clone()))),
+        ("statefulset", Box::pin(statefulset::run(ctx.clone()))),
+        ("daemonset", Box::pin(daemonset::run(ctx.clone()))),
+        ("disruption", Box::pin(disruption::run(ctx.clone()))),
     ];
     if let Some(ca) = &settings.cluster_signing {
         match certificates::authority::Authority::new(&ca.cert_pem, &ca.key_pem) {
