@@ -4,10 +4,15 @@
 //! as its own identity (upstream's `system:serviceaccount:kube-system:<name>`), which the
 //! caller turns into a client, so authorization sees who does what.
 
+mod controller_ref;
+pub mod deployment;
 mod error;
+mod expectations;
 pub mod metrics;
 pub mod namespace;
 mod per_namespace;
+mod pod_state;
+pub mod replicaset;
 pub mod root_ca;
 pub mod serviceaccount;
 
@@ -16,6 +21,8 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 pub use error::Error;
+use k8s_openapi::api::apps::v1::ReplicaSet;
+use k8s_openapi::api::core::v1::ReplicationController;
 pub use krate_client::{Informer, Informers};
 
 /// The clients one controller works through. As upstream's kube-controller-manager with
@@ -59,7 +66,7 @@ type Loop = Pin<Box<dyn Future<Output = ()> + Send>>;
 
 /// Every controller's loop, to be run (and dropped to stop them) by the caller.
 pub fn all(ctx: &Context) -> Vec<(&'static str, Loop)> {
-    let (client_for, settings) = (&ctx.client_for, &ctx.settings);
+    let (client_for, settings, informers) = (&ctx.client_for, &ctx.settings, &ctx.informers);
     vec![
         ("serviceaccount", Box::pin(serviceaccount::run(client_for("service-account-controller")))),
         (
@@ -67,6 +74,23 @@ pub fn all(ctx: &Context) -> Vec<(&'static str, Loop)> {
             Box::pin(root_ca::run(client_for("root-ca-cert-publisher"), settings.root_ca_pem.clone())),
         ),
         ("namespace", Box::pin(namespace::run(client_for("namespace-controller")))),
+        ("deployment", Box::pin(deployment::run(client_for("deployment-controller"), informers.clone()))),
+        (
+            "replicaset",
+            Box::pin(replicaset::run::<ReplicaSet>(
+                client_for("replicaset-controller"),
+                informers.clone(),
+                "replicaset-controller",
+            )),
+        ),
+        (
+            "replicationcontroller",
+            Box::pin(replicaset::run::<ReplicationController>(
+                client_for("replication-controller"),
+                informers.clone(),
+                "replication-controller",
+            )),
+        ),
     ]
 }
 
