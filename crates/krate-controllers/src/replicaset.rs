@@ -209,7 +209,7 @@ async fn reconcile<K: Replicated>(obj: Arc<K>, ctx: &Ctx<K>) -> Result<Action, E
                 // Upstream re-reads the owner once before adopting: never adopt for a
                 // deleted or replaced owner.
                 if !rechecked {
-                    let fresh = Api::<K>::namespaced(ctx.clients.read.clone(), &ns).get_opt(&obj.name_any()).await?;
+                    let fresh = Api::<K>::namespaced(ctx.clients.write.clone(), &ns).get_opt(&obj.name_any()).await?;
                     if fresh.as_ref().is_none_or(|f| f.uid() != obj.uid() || f.meta().deletion_timestamp.is_some()) {
                         return Ok(Action::await_change());
                     }

@@ -141,7 +141,7 @@ async fn claim_replica_sets(d: &Deployment, ctx: &Ctx) -> Result<Vec<ReplicaSet>
             Claim::Adopt => {
                 if !rechecked {
                     let fresh =
-                        Api::<Deployment>::namespaced(ctx.clients.read.clone(), &ns).get_opt(&d.name_any()).await?;
+                        Api::<Deployment>::namespaced(ctx.clients.write.clone(), &ns).get_opt(&d.name_any()).await?;
                     if fresh.as_ref().is_none_or(|f| f.uid() != d.uid() || f.meta().deletion_timestamp.is_some()) {
                         return Ok(owned);
                     }
