@@ -386,3 +386,23 @@ async fn pods_on_a_node_are_deleted_gracefully() {
     pods.delete("bound", &DeleteParams { grace_period_seconds: Some(0), ..Default::default() }).await.unwrap();
     assert!(pods.get_opt("bound").await.unwrap().is_none(), "a zero grace period forces it");
 }
+
+#[tokio::test]
+async fn concurrent_patches_all_apply() {
+    // A patch without a resourceVersion is retried on a lost race, as upstream's
+    // GuaranteedUpdate does; it never fails with a conflict.
+    let srv = TestServer::start().await;
+    let api: Api<ConfigMap> = Api::namespaced(srv.client().await, "default");
+    api.create(&PostParams::default(), &cm("shared", json!({}))).await.unwrap();
+    let patches = (0..16).map(|i| {
+        let api = api.clone();
+        async move {
+            let p = json!({"data": {format!("k{i}"): "v"}});
+            api.patch("shared", &PatchParams::default(), &Patch::Merge(&p)).await
+        }
+    });
+    for result in futures::future::join_all(patches).await {
+        result.expect("every patch applies");
+    }
+    assert_eq!(api.get("shared").await.unwrap().data.unwrap().len(), 16);
+}

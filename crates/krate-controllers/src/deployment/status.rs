@@ -32,6 +32,7 @@ fn normalized(s: &DeploymentStatus) -> DeploymentStatus {
 impl Sync<'_> {
     pub(super) async fn write_status(&mut self, status: DeploymentStatus) -> Result<(), Error> {
         let mut d = self.d.clone();
+        tracing::debug!(deployment = %d.name_any(), old = ?d.status, new = ?status, "writing status");
         d.status = Some(status);
         let api: Api<k8s_openapi::api::apps::v1::Deployment> =
             Api::namespaced(self.ctx.clients.write.clone(), &self.ns);
