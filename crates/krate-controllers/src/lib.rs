@@ -7,6 +7,7 @@
 mod controller_ref;
 pub mod deployment;
 mod error;
+mod events;
 mod expectations;
 pub mod metrics;
 pub mod namespace;

@@ -49,7 +49,8 @@ pub fn is_available(pod: &Pod, min_ready_seconds: i32, now: Timestamp) -> bool {
 pub fn until_available(pod: &Pod, min_ready_seconds: i32, now: Timestamp) -> Option<Duration> {
     let since = ready_since(pod)??;
     let at = since + Duration::from_secs(min_ready_seconds.max(0) as u64);
-    (at >= now).then(|| Duration::try_from(at - now).unwrap_or_default() + Duration::from_millis(10))
+    let nanos = at.as_nanosecond() - now.as_nanosecond();
+    (nanos >= 0).then(|| Duration::from_nanos(nanos as u64) + Duration::from_millis(10))
 }
 
 fn phase_ordinal(pod: &Pod) -> u8 {
@@ -74,7 +75,7 @@ fn max_restarts(pod: &Pod) -> i32 {
 
 /// log2 of the age bucket as upstream's LogarithmicScaleDown compares them (-1 if not past).
 fn log_rank(t: Timestamp, now: Timestamp) -> i64 {
-    let d = (now - t).get_nanoseconds();
+    let d = now.as_nanosecond() - t.as_nanosecond();
     if d > 0 { (d as f64).log2() as i64 } else { -1 }
 }
 

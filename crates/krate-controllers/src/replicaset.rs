@@ -16,12 +16,13 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, 
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::controller::{Action, Config, Controller};
-use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::runtime::events::EventType;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Resource, ResourceExt};
 
 use crate::controller_ref::{self, Claim};
 use crate::expectations::Expectations;
+use crate::events::Events;
 use crate::{Clients, Error, Informers, pod_state};
 
 /// Upstream's burstReplicas: at most this many pods created or deleted per sync.
@@ -117,7 +118,7 @@ struct Ctx<K: Replicated> {
     clients: Clients,
     pods: Store<Pod>,
     owners: Store<K>,
-    recorder: Recorder,
+    events: Events,
     expectations: Expectations,
 }
 
@@ -129,7 +130,7 @@ pub async fn run<K: Replicated>(clients: Clients, informers: Arc<Informers>, rep
     owners.ready().await;
     pods.ready().await;
     let ctx = Arc::new(Ctx {
-        recorder: Recorder::new(clients.write.clone(), Reporter { controller: reporter.into(), instance: None }),
+        events: Events::new(clients.write.clone(), reporter),
         clients,
         pods: pods.store(),
         owners: owners.store(),
@@ -181,6 +182,7 @@ fn key(meta: &ObjectMeta) -> String {
 async fn reconcile<K: Replicated>(obj: Arc<K>, ctx: &Ctx<K>) -> Result<Action, Error> {
     let rs = obj.as_replica_set();
     let owner_key = key(&rs.metadata);
+    tracing::trace!(controller = K::CONTROLLER, owner = %owner_key, "sync");
     let (ns, uid) = (obj.namespace().unwrap_or_default(), obj.uid().unwrap_or_default());
     // The cache may hold a deleted owner's last state.
     if ctx.owners.get(&ObjectRef::from(obj.as_ref())).is_none_or(|cur| cur.uid() != obj.uid()) {
@@ -286,6 +288,7 @@ async fn manage_replicas<K: Replicated>(
     if owned.len() < want {
         let count = (want - owned.len()).min(BURST_REPLICAS);
         let Some(template) = spec.template.clone() else { return Ok(None) };
+        tracing::debug!(controller = K::CONTROLLER, owner = %owner_key, count, "creating pods");
         let pod =
             pod_from_template(&template, &name, controller_ref::controller_ref(K::API_VERSION, K::KIND, &rs.metadata));
         let (mut done, mut batch) = (0, SLOW_START_INITIAL_BATCH);
@@ -303,9 +306,7 @@ async fn manage_replicas<K: Replicated>(
             }
             ctx.expectations.expect_creates(&owner_key, created.iter().cloned());
             for pod_name in &created {
-                publish(
-                    &ctx.recorder,
-                    &reference,
+                ctx.events.publish(&reference,
                     EventType::Normal,
                     "SuccessfulCreate",
                     format!("Created pod: {pod_name}"),
@@ -314,9 +315,7 @@ async fn manage_replicas<K: Replicated>(
             }
             done += size;
             if let Some(message) = failure {
-                publish(
-                    &ctx.recorder,
-                    &reference,
+                ctx.events.publish(&reference,
                     EventType::Warning,
                     "FailedCreate",
                     format!("Error creating: {message}"),
@@ -347,9 +346,7 @@ async fn manage_replicas<K: Replicated>(
         for (p, r) in results {
             match r {
                 Ok(_) => {
-                    publish(
-                        &ctx.recorder,
-                        &reference,
+                    ctx.events.publish(&reference,
                         EventType::Normal,
                         "SuccessfulDelete",
                         format!("Deleted pod: {}", p.name_any()),
@@ -362,9 +359,7 @@ async fn manage_replicas<K: Replicated>(
                 Err(e) => {
                     ctx.expectations.forget_delete(&owner_key, p.metadata.uid.as_deref().unwrap_or(""));
                     let message = error_message(&e);
-                    publish(
-                        &ctx.recorder,
-                        &reference,
+                    ctx.events.publish(&reference,
                         EventType::Warning,
                         "FailedDelete",
                         format!("Error deleting: {message}"),
@@ -399,19 +394,6 @@ fn error_message(e: &kube::Error) -> String {
     match e {
         kube::Error::Api(s) => s.message.clone(),
         other => other.to_string(),
-    }
-}
-
-pub(crate) async fn publish(
-    recorder: &Recorder,
-    reference: &k8s_openapi::api::core::v1::ObjectReference,
-    type_: EventType,
-    reason: &str,
-    note: String,
-) {
-    let event = Event { type_, reason: reason.into(), note: Some(note), action: reason.into(), secondary: None };
-    if let Err(error) = recorder.publish(&event, reference).await {
-        tracing::debug!(%error, reason, "event not recorded");
     }
 }
 

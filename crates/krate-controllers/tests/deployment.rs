@@ -89,7 +89,23 @@ impl Fixture {
 
     /// Waits until the rollout is complete as `kubectl rollout status` judges it.
     async fn complete(&self, name: &str) -> Deployment {
-        eventually(&format!("deployment {name} complete"), WAIT, || async {
+        let deadline = tokio::time::Instant::now() + WAIT;
+        loop {
+            match tokio::time::timeout_at(deadline, self.complete_quietly(name)).await {
+                Ok(d) => return d,
+                Err(_) => {
+                    // Show what the rollout looked like when the wait ran out.
+                    let d = self.deployments.get(name).await.map(|d| (d.metadata.annotations, d.metadata.generation, d.status));
+                    let rss: Vec<_> = self.rss.list(&ListParams::default()).await.unwrap().items.into_iter().map(|rs| (rs.metadata.name, rs.spec.map(|s| s.replicas), rs.status)).collect();
+                    let pods: Vec<_> = self.pods.list(&ListParams::default()).await.unwrap().items.into_iter().map(|p| (p.metadata.name, p.status.and_then(|s| s.phase))).collect();
+                    panic!("deployment {name} not complete:\n{d:#?}\nreplica sets: {rss:#?}\npods: {pods:?}");
+                }
+            }
+        }
+    }
+
+    async fn complete_quietly(&self, name: &str) -> Deployment {
+        eventually(&format!("deployment {name} complete"), WAIT * 2, || async {
             let d = self.deployments.get(name).await.unwrap();
             let s = d.status.clone()?;
             let want = d.spec.as_ref()?.replicas?;

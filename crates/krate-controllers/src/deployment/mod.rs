@@ -16,7 +16,6 @@ use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::{Action, Config, Controller};
-use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Resource, ResourceExt};
 
@@ -30,7 +29,7 @@ pub(crate) struct Ctx {
     deployments: Store<Deployment>,
     replica_sets: Store<ReplicaSet>,
     pods: Store<Pod>,
-    recorder: Recorder,
+    events: crate::events::Events,
 }
 
 pub async fn run(clients: Clients, informers: Arc<Informers>) {
@@ -41,10 +40,7 @@ pub async fn run(clients: Clients, informers: Arc<Informers>) {
     replica_sets.ready().await;
     pods.ready().await;
     let ctx = Arc::new(Ctx {
-        recorder: Recorder::new(
-            clients.write.clone(),
-            Reporter { controller: "deployment-controller".into(), instance: None },
-        ),
+        events: crate::events::Events::new(clients.write.clone(), "deployment-controller"),
         clients,
         deployments: deployments.store(),
         replica_sets: replica_sets.store(),

@@ -43,7 +43,7 @@ impl<'a> Sync<'a> {
     }
 
     pub(super) async fn event(&self, type_: EventType, reason: &str, note: String) {
-        crate::replicaset::publish(&self.ctx.recorder, &self.d.object_ref(&()), type_, reason, note).await;
+        self.ctx.events.publish(&self.d.object_ref(&()), type_, reason, note).await;
     }
 
     fn template(&self) -> k8s_openapi::api::core::v1::PodTemplateSpec {

@@ -184,7 +184,7 @@ impl Sync<'_> {
         let deadline = self.d.spec.as_ref().and_then(|s| s.progress_deadline_seconds).unwrap_or(600).max(0) as u64;
         let Some(updated) = c.last_update_time.as_ref() else { return Action::await_change() };
         let due = updated.0 + Duration::from_secs(deadline);
-        let after = Duration::try_from(due - Timestamp::now()).unwrap_or_default();
+        let after = Duration::from_nanos((due.as_nanosecond() - Timestamp::now().as_nanosecond()).max(0) as u64);
         Action::requeue(after.max(Duration::from_secs(1)))
     }
 }
