@@ -21,8 +21,8 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Resource, ResourceExt};
 
 use crate::controller_ref::{self, Claim};
-use crate::expectations::Expectations;
 use crate::events::Events;
+use crate::expectations::Expectations;
 use crate::{Clients, Error, Informers, pod_state};
 
 /// Upstream's burstReplicas: at most this many pods created or deleted per sync.
@@ -306,21 +306,15 @@ async fn manage_replicas<K: Replicated>(
             }
             ctx.expectations.expect_creates(&owner_key, created.iter().cloned());
             for pod_name in &created {
-                ctx.events.publish(&reference,
-                    EventType::Normal,
-                    "SuccessfulCreate",
-                    format!("Created pod: {pod_name}"),
-                )
-                .await;
+                ctx.events
+                    .publish(&reference, EventType::Normal, "SuccessfulCreate", format!("Created pod: {pod_name}"))
+                    .await;
             }
             done += size;
             if let Some(message) = failure {
-                ctx.events.publish(&reference,
-                    EventType::Warning,
-                    "FailedCreate",
-                    format!("Error creating: {message}"),
-                )
-                .await;
+                ctx.events
+                    .publish(&reference, EventType::Warning, "FailedCreate", format!("Error creating: {message}"))
+                    .await;
                 return Ok(Some(("FailedCreate", message)));
             }
             batch *= 2;
@@ -346,12 +340,14 @@ async fn manage_replicas<K: Replicated>(
         for (p, r) in results {
             match r {
                 Ok(_) => {
-                    ctx.events.publish(&reference,
-                        EventType::Normal,
-                        "SuccessfulDelete",
-                        format!("Deleted pod: {}", p.name_any()),
-                    )
-                    .await
+                    ctx.events
+                        .publish(
+                            &reference,
+                            EventType::Normal,
+                            "SuccessfulDelete",
+                            format!("Deleted pod: {}", p.name_any()),
+                        )
+                        .await
                 }
                 Err(kube::Error::Api(s)) if s.code == 404 => {
                     ctx.expectations.forget_delete(&owner_key, p.metadata.uid.as_deref().unwrap_or(""))
@@ -359,12 +355,9 @@ async fn manage_replicas<K: Replicated>(
                 Err(e) => {
                     ctx.expectations.forget_delete(&owner_key, p.metadata.uid.as_deref().unwrap_or(""));
                     let message = error_message(&e);
-                    ctx.events.publish(&reference,
-                        EventType::Warning,
-                        "FailedDelete",
-                        format!("Error deleting: {message}"),
-                    )
-                    .await;
+                    ctx.events
+                        .publish(&reference, EventType::Warning, "FailedDelete", format!("Error deleting: {message}"))
+                        .await;
                     failure = Some(("FailedDelete", message));
                 }
             }

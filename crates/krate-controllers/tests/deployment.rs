@@ -28,7 +28,10 @@ struct Fixture {
 }
 
 async fn fixture() -> Fixture {
-    let _ = tracing_subscriber::fmt().with_env_filter(tracing_subscriber::EnvFilter::from_default_env()).with_test_writer().try_init();
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_test_writer()
+        .try_init();
     let mut cluster = TestCluster::start().await;
     cluster.controllers(&["deployment", "replicaset"]);
     let node = cluster.simulated_nodes(1).await.remove(0);
@@ -89,17 +92,31 @@ impl Fixture {
 
     /// Waits until the rollout is complete as `kubectl rollout status` judges it.
     async fn complete(&self, name: &str) -> Deployment {
-        let deadline = tokio::time::Instant::now() + WAIT;
-        loop {
-            match tokio::time::timeout_at(deadline, self.complete_quietly(name)).await {
-                Ok(d) => return d,
-                Err(_) => {
-                    // Show what the rollout looked like when the wait ran out.
-                    let d = self.deployments.get(name).await.map(|d| (d.metadata.annotations, d.metadata.generation, d.status));
-                    let rss: Vec<_> = self.rss.list(&ListParams::default()).await.unwrap().items.into_iter().map(|rs| (rs.metadata.name, rs.spec.map(|s| s.replicas), rs.status)).collect();
-                    let pods: Vec<_> = self.pods.list(&ListParams::default()).await.unwrap().items.into_iter().map(|p| (p.metadata.name, p.status.and_then(|s| s.phase))).collect();
-                    panic!("deployment {name} not complete:\n{d:#?}\nreplica sets: {rss:#?}\npods: {pods:?}");
-                }
+        match tokio::time::timeout(WAIT, self.complete_quietly(name)).await {
+            Ok(d) => d,
+            Err(_) => {
+                // Show what the rollout looked like when the wait ran out.
+                let d =
+                    self.deployments.get(name).await.map(|d| (d.metadata.annotations, d.metadata.generation, d.status));
+                let rss: Vec<_> = self
+                    .rss
+                    .list(&ListParams::default())
+                    .await
+                    .unwrap()
+                    .items
+                    .into_iter()
+                    .map(|rs| (rs.metadata.name, rs.spec.map(|s| s.replicas), rs.status))
+                    .collect();
+                let pods: Vec<_> = self
+                    .pods
+                    .list(&ListParams::default())
+                    .await
+                    .unwrap()
+                    .items
+                    .into_iter()
+                    .map(|p| (p.metadata.name, p.status.and_then(|s| s.phase)))
+                    .collect();
+                panic!("deployment {name} not complete:\n{d:#?}\nreplica sets: {rss:#?}\npods: {pods:?}");
             }
         }
     }
@@ -134,12 +151,14 @@ impl Fixture {
         list.into_iter().filter(|e| e.reason.as_deref() == Some(reason)).filter_map(|e| e.message).collect()
     }
 
-    fn kubectl(&self, args: &[&str]) -> String {
-        let out = std::process::Command::new("kubectl")
+    /// Runs real kubectl (off the test's runtime thread, which also serves the API).
+    async fn kubectl(&self, args: &[&str]) -> String {
+        let out = tokio::process::Command::new("kubectl")
             .arg("--kubeconfig")
             .arg(&self.kubeconfig)
             .args(args)
             .output()
+            .await
             .expect("kubectl runs");
         assert!(out.status.success(), "kubectl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
         String::from_utf8_lossy(&out.stdout).into_owned()
@@ -147,7 +166,12 @@ impl Fixture {
 }
 
 fn is_ready(p: &Pod) -> bool {
-    p.status.as_ref().and_then(|s| s.conditions.as_ref()).into_iter().flatten().any(|c| c.type_ == "Ready" && c.status == "True")
+    p.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .into_iter()
+        .flatten()
+        .any(|c| c.type_ == "Ready" && c.status == "True")
 }
 
 fn hash(p: &Pod) -> String {
@@ -162,7 +186,8 @@ fn condition(d: &Deployment, type_: &str) -> Option<(String, String, String)> {
 #[tokio::test]
 async fn rolling_update_stays_within_max_surge_and_max_unavailable() {
     let f = Arc::new(fixture().await);
-    let strategy = json!({"strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 1}}});
+    let strategy =
+        json!({"strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 1}}});
     f.create(deployment("web", 4, &f.node, 1, strategy)).await;
     let first = f.complete("web").await;
     assert_eq!(first.annotations().get("deployment.kubernetes.io/revision").map(String::as_str), Some("1"));
@@ -207,8 +232,14 @@ async fn rolling_update_stays_within_max_surge_and_max_unavailable() {
     let old = f.rss.get(&format!("web-{first_hash}")).await.unwrap();
     assert_eq!(old.spec.unwrap().replicas, Some(0), "the old ReplicaSet is kept, scaled to zero");
     let scaled = f.event_messages("ScalingReplicaSet").await;
-    assert!(scaled.iter().any(|m| m.starts_with("Scaled up replica set web-") && m.ends_with("from 0 to 1")), "{scaled:?}");
-    assert!(scaled.iter().any(|m| m.starts_with(&format!("Scaled down replica set web-{first_hash} from 4 to"))), "{scaled:?}");
+    assert!(
+        scaled.iter().any(|m| m.starts_with("Scaled up replica set web-") && m.ends_with("from 0 to 1")),
+        "{scaled:?}"
+    );
+    assert!(
+        scaled.iter().any(|m| m.starts_with(&format!("Scaled down replica set web-{first_hash} from 4 to"))),
+        "{scaled:?}"
+    );
 }
 
 #[tokio::test]
@@ -253,7 +284,10 @@ async fn progress_deadline_exceeded_and_min_ready_seconds() {
     .await;
     let (status, _, message) = condition(&d, "Progressing").unwrap();
     assert_eq!(status, "False");
-    assert!(message.starts_with("ReplicaSet \"stuck-") && message.ends_with("\" has timed out progressing."), "{message}");
+    assert!(
+        message.starts_with("ReplicaSet \"stuck-") && message.ends_with("\" has timed out progressing."),
+        "{message}"
+    );
     let (status, reason, _) = condition(&d, "Available").unwrap();
     assert_eq!((status.as_str(), reason.as_str()), ("False", "MinimumReplicasUnavailable"));
 
@@ -281,7 +315,10 @@ async fn paused_deployments_do_not_roll_out_until_resumed() {
         (condition(&d, "Progressing")?.1 == "DeploymentPaused").then_some(d)
     })
     .await;
-    assert_eq!(condition(&d, "Progressing").unwrap(), ("Unknown".into(), "DeploymentPaused".into(), "Deployment is paused".into()));
+    assert_eq!(
+        condition(&d, "Progressing").unwrap(),
+        ("Unknown".into(), "DeploymentPaused".into(), "Deployment is paused".into())
+    );
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert_eq!(f.replica_sets("app").await.len(), 1, "no new ReplicaSet while paused");
     // Scaling still works while paused.
@@ -292,7 +329,12 @@ async fn paused_deployments_do_not_roll_out_until_resumed() {
     let d = f.complete("app").await;
     assert_eq!(f.replica_sets("app").await.len(), 2);
     assert_eq!(d.annotations().get("deployment.kubernetes.io/revision").map(String::as_str), Some("2"));
-    assert!(f.live_pods("app").await.iter().all(|p| p.spec.as_ref().unwrap().containers[0].image.as_deref() == Some("busybox:2")));
+    assert!(
+        f.live_pods("app")
+            .await
+            .iter()
+            .all(|p| p.spec.as_ref().unwrap().containers[0].image.as_deref() == Some("busybox:2"))
+    );
 }
 
 #[tokio::test]
@@ -303,10 +345,10 @@ async fn kubectl_rollout_undo_returns_to_the_previous_replica_set() {
     let first_hash = hash(&f.live_pods("undo").await[0]);
     f.set_image("undo", "busybox:2").await;
     f.complete("undo").await;
-    let history = f.kubectl(&["rollout", "history", "deployment/undo"]);
+    let history = f.kubectl(&["rollout", "history", "deployment/undo"]).await;
     assert!(history.contains('1') && history.contains('2'), "{history}");
 
-    f.kubectl(&["rollout", "undo", "deployment/undo"]);
+    f.kubectl(&["rollout", "undo", "deployment/undo"]).await;
     let d = f.complete("undo").await;
     assert_eq!(d.spec.unwrap().template.spec.unwrap().containers[0].image.as_deref(), Some("busybox:1"));
     assert_eq!(d.metadata.annotations.unwrap()["deployment.kubernetes.io/revision"], "3");
@@ -331,7 +373,8 @@ async fn revision_history_limit_deletes_the_oldest_replica_sets() {
         (rss.len() == 2).then_some(rss)
     })
     .await;
-    let mut revisions: Vec<String> = rss.iter().map(|rs| rs.annotations()["deployment.kubernetes.io/revision"].clone()).collect();
+    let mut revisions: Vec<String> =
+        rss.iter().map(|rs| rs.annotations()["deployment.kubernetes.io/revision"].clone()).collect();
     revisions.sort();
     assert_eq!(revisions, ["3", "4"]);
 }

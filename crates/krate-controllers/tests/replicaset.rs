@@ -56,7 +56,10 @@ async fn replica_set_keeps_replaces_scales_adopts_and_releases() {
     for p in &list {
         assert!(p.name_any().starts_with("web-"), "named after the ReplicaSet: {}", p.name_any());
         let owner = &p.owner_references()[0];
-        assert_eq!((owner.kind.as_str(), owner.controller, owner.block_owner_deletion), ("ReplicaSet", Some(true), Some(true)));
+        assert_eq!(
+            (owner.kind.as_str(), owner.controller, owner.block_owner_deletion),
+            ("ReplicaSet", Some(true), Some(true))
+        );
     }
 
     // A deleted pod is replaced.
@@ -107,7 +110,8 @@ async fn replica_set_keeps_replaces_scales_adopts_and_releases() {
     let seen = eventually("SuccessfulCreate and SuccessfulDelete events", WAIT, || async {
         let list = events.list(&ListParams::default()).await.unwrap().items;
         let reasons: Vec<String> = list.iter().filter_map(|e| e.reason.clone()).collect();
-        (reasons.iter().any(|r| r == "SuccessfulCreate") && reasons.iter().any(|r| r == "SuccessfulDelete")).then_some(list)
+        (reasons.iter().any(|r| r == "SuccessfulCreate") && reasons.iter().any(|r| r == "SuccessfulDelete"))
+            .then_some(list)
     })
     .await;
     let created = seen.iter().find(|e| e.reason.as_deref() == Some("SuccessfulCreate")).unwrap();
