@@ -9,6 +9,7 @@ pub mod deployment;
 mod error;
 mod events;
 mod expectations;
+pub mod gc;
 pub mod metrics;
 pub mod namespace;
 mod per_namespace;
@@ -75,6 +76,7 @@ pub fn all(ctx: &Context) -> Vec<(&'static str, Loop)> {
             Box::pin(root_ca::run(client_for("root-ca-cert-publisher"), settings.root_ca_pem.clone())),
         ),
         ("namespace", Box::pin(namespace::run(client_for("namespace-controller")))),
+        ("garbagecollector", Box::pin(gc::run(client_for("generic-garbage-collector")))),
         ("deployment", Box::pin(deployment::run(client_for("deployment-controller"), informers.clone()))),
         (
             "replicaset",

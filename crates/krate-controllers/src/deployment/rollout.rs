@@ -396,7 +396,7 @@ impl<'a> Sync<'a> {
         if !is_rolling(&self.d) {
             return Ok(());
         }
-        let active: Vec<&mut ReplicaSet> = all.into_iter().filter(|rs| rs_replicas(rs) > 0).collect();
+        let mut active: Vec<&mut ReplicaSet> = all.into_iter().filter(|rs| rs_replicas(rs) > 0).collect();
         let views: Vec<&ReplicaSet> = active.iter().map(|rs| &**rs).collect();
         let (order, sizes, operation) = proportional_sizes(&self.d, &views);
         for (i, size) in order.into_iter().zip(sizes) {
