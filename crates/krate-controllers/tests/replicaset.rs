@@ -139,7 +139,8 @@ async fn replica_set_reports_min_ready_seconds_availability() {
         (s.available_replicas == Some(2)).then_some(())
     })
     .await;
-    assert!(started.elapsed() >= Duration::from_secs(3));
+    // Condition times have one-second resolution, as upstream's.
+    assert!(started.elapsed() >= Duration::from_secs(2), "waited {:?}", started.elapsed());
 }
 
 #[tokio::test]
