@@ -934,7 +934,9 @@ impl Registry {
                     }
                     return Ok((new, false));
                 }
-                Err(StoreError::Conflict { .. }) if required.is_none() => {
+                // As upstream's GuaranteedUpdate: read again and redo; a precondition the
+                // caller set is checked against the fresh object (a patch follows it).
+                Err(StoreError::Conflict { .. }) => {
                     undo_all(self, undos).await;
                     continue;
                 }

@@ -469,6 +469,8 @@ struct Kind {
     validate_update: fn(&Value, &Value) -> Vec<Cause>,
     /// Where the kind keeps a pod template, for upstream's pod warnings.
     template: Option<&'static str>,
+    /// What a status write may change.
+    status_fields: &'static [&'static str],
 }
 
 impl Kind {
@@ -483,6 +485,7 @@ impl Kind {
         validate: no_causes,
         validate_update: no_update_causes,
         template: None,
+        status_fields: &["/status"],
     };
     /// A kind that keeps metadata.generation.
     const GENERATIONAL: Kind = Kind { generation: true, ..Kind::BASE };
@@ -517,6 +520,9 @@ impl Strategy for Kind {
     }
     fn selectable_fields(&self) -> &'static [(&'static str, &'static str)] {
         self.selectable
+    }
+    fn subresource_fields(&self, subresource: &str) -> Option<&'static [&'static str]> {
+        (subresource == "status").then_some(self.status_fields)
     }
 }
 
@@ -570,6 +576,9 @@ fn validated_kind(group: &str, kind: &str) -> Option<Kind> {
             validate: apps::validate_deployment,
             validate_update: apps::validate_deployment_update,
             template: Some("/spec/template"),
+            // As upstream's deploymentStatusStrategy (only spec and labels are kept): the
+            // controller records the revision annotation with its status write.
+            status_fields: &["/status", "/metadata/annotations"],
             ..Kind::GENERATIONAL
         },
         ("apps", "ReplicaSet") => Kind {
@@ -754,5 +763,14 @@ mod tests {
         assert_eq!(ns["metadata"]["labels"]["kubernetes.io/metadata.name"], "team-a");
         assert_eq!(s.on_delete(&mut ns, None), DeleteAction::Keep);
         assert_eq!(ns["status"]["phase"], "Terminating");
+    }
+
+    #[test]
+    fn deployment_status_writes_carry_annotations_as_upstream() {
+        assert_eq!(
+            for_kind("apps", "Deployment").subresource_fields("status"),
+            Some(&["/status", "/metadata/annotations"][..])
+        );
+        assert_eq!(for_kind("apps", "ReplicaSet").subresource_fields("status"), Some(&["/status"][..]));
     }
 }

@@ -93,6 +93,10 @@ impl<K: Kind> Clone for Informer<K> {
 
 struct Shared<K: Kind> {
     store: Store<K>,
+    /// True once the first list is in. Not the Store's own readiness: that wakes only
+    /// the last of several concurrent waiters (one oneshot receiver behind it), and
+    /// shared informers have several.
+    ready: tokio::sync::watch::Sender<bool>,
     /// Held while applying an event and sending it, so a new subscriber's replay and
     /// the live events it then receives neither overlap nor leave a gap.
     fan_out: Mutex<FanOut<K>>,
@@ -112,6 +116,7 @@ impl<K: Kind> Informer<K> {
         let store = writer.as_reader();
         let shared = Arc::new(Shared {
             store,
+            ready: tokio::sync::watch::Sender::new(false),
             fan_out: Mutex::new(FanOut { writer, subscribers: Vec::new(), relisted: Vec::new() }),
         });
         let driver = shared.clone();
@@ -135,8 +140,8 @@ impl<K: Kind> Informer<K> {
 
     /// Waits until the first list has been taken in.
     pub async fn ready(&self) {
-        // The writer lives as long as the informer, so this only fails if it is gone.
-        let _ = self.shared.store.wait_until_ready().await;
+        // The sender lives as long as the informer, so this only fails if it is gone.
+        let _ = self.shared.ready.subscribe().wait_for(|ready| *ready).await;
     }
 
     /// Every object known now, then every change from here on.
@@ -180,6 +185,7 @@ impl<K: Kind> Shared<K> {
                     }
                 }
                 changed.extend(relisted.iter().filter_map(|r| self.store.get(r)));
+                self.ready.send_replace(true);
             }
         }
         if !changed.is_empty() {
@@ -210,6 +216,7 @@ mod tests {
         let writer = reflector::store::Writer::default();
         Shared {
             store: writer.as_reader(),
+            ready: tokio::sync::watch::Sender::new(false),
             fan_out: Mutex::new(FanOut { writer, subscribers: Vec::new(), relisted: Vec::new() }),
         }
     }
@@ -248,6 +255,25 @@ mod tests {
         seen.sort();
         assert_eq!(seen, ["a", "c"]);
         assert!(shared.store.get(&ObjectRef::new("a").within("default")).is_none());
+    }
+
+    #[tokio::test]
+    async fn every_waiter_learns_the_informer_is_ready() {
+        let shared = Arc::new(shared());
+        let informer = Informer { shared: shared.clone() };
+        let waiters: Vec<_> = (0..3)
+            .map(|_| {
+                let informer = informer.clone();
+                tokio::spawn(async move { informer.ready().await })
+            })
+            .collect();
+        tokio::task::yield_now().await;
+        for event in [Event::Init, Event::InitDone] {
+            shared.take("ConfigMap", event);
+        }
+        for waiter in waiters {
+            tokio::time::timeout(std::time::Duration::from_secs(5), waiter).await.expect("woken").unwrap();
+        }
     }
 
     #[test]

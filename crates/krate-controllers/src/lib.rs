@@ -5,8 +5,10 @@
 //! caller turns into a client, so authorization sees who does what.
 
 pub mod certificates;
+mod controller_ref;
 pub mod cronjob;
 pub mod daemonset;
+pub mod deployment;
 pub mod disruption;
 pub mod endpoints;
 pub mod endpointslice;
@@ -14,6 +16,7 @@ pub mod endpointslice_mirroring;
 mod error;
 mod events;
 mod expectations;
+pub mod gc;
 pub mod history;
 pub mod hpa;
 pub mod job;
@@ -23,8 +26,11 @@ pub mod node_ipam;
 pub mod node_lifecycle;
 mod per_namespace;
 pub mod persistentvolume;
+mod pod_state;
 pub mod podgc;
 pub mod pods;
+mod replica_expectations;
+pub mod replicaset;
 pub mod resourcequota;
 pub mod root_ca;
 pub mod service_pods;
@@ -38,6 +44,8 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 pub use error::Error;
+use k8s_openapi::api::apps::v1::ReplicaSet;
+use k8s_openapi::api::core::v1::ReplicationController;
 pub use krate_client::{Informer, Informers};
 
 /// The clients one controller works through. As upstream's kube-controller-manager with
@@ -129,7 +137,7 @@ type Loop = Pin<Box<dyn Future<Output = ()> + Send>>;
 
 /// Every controller's loop, to be run (and dropped to stop them) by the caller.
 pub fn all(ctx: &Context) -> Vec<(&'static str, Loop)> {
-    let (client_for, settings) = (&ctx.client_for, &ctx.settings);
+    let (client_for, settings, informers) = (&ctx.client_for, &ctx.settings, &ctx.informers);
     let csrs = ctx.informers.get::<k8s_openapi::api::certificates::v1::CertificateSigningRequest>();
     let mut loops: Vec<(&'static str, Loop)> = vec![
         ("serviceaccount", Box::pin(serviceaccount::run(client_for("service-account-controller")))),
@@ -160,6 +168,24 @@ pub fn all(ctx: &Context) -> Vec<(&'static str, Loop)> {
         ("statefulset", Box::pin(statefulset::run(ctx.clone()))),
         ("daemonset", Box::pin(daemonset::run(ctx.clone()))),
         ("disruption", Box::pin(disruption::run(ctx.clone()))),
+        ("garbagecollector", Box::pin(gc::run(client_for("generic-garbage-collector")))),
+        ("deployment", Box::pin(deployment::run(client_for("deployment-controller"), informers.clone()))),
+        (
+            "replicaset",
+            Box::pin(replicaset::run::<ReplicaSet>(
+                client_for("replicaset-controller"),
+                informers.clone(),
+                "replicaset-controller",
+            )),
+        ),
+        (
+            "replicationcontroller",
+            Box::pin(replicaset::run::<ReplicationController>(
+                client_for("replication-controller"),
+                informers.clone(),
+                "replication-controller",
+            )),
+        ),
     ];
     if let Some(ca) = &settings.cluster_signing {
         match certificates::authority::Authority::new(&ca.cert_pem, &ca.key_pem) {
