@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::{ControllerRevision, DaemonSet};
 use k8s_openapi::api::core::v1::{Node, Pod};
-use krate_testkit::{TestCluster, eventually};
+use krate_testkit::{TestCluster, eventually, merge_json, pod_ready};
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 
@@ -65,26 +65,8 @@ fn daemonset(name: &str, spec: Value) -> DaemonSet {
             },
         },
     });
-    merge(&mut v["spec"], spec);
+    merge_json(&mut v["spec"], spec);
     serde_json::from_value(v).unwrap()
-}
-
-fn merge(into: &mut Value, from: Value) {
-    match (into, from) {
-        (Value::Object(a), Value::Object(b)) => {
-            for (k, v) in b {
-                merge(a.entry(k).or_insert(Value::Null), v);
-            }
-        }
-        (slot, v) => *slot = v,
-    }
-}
-
-fn ready(p: &Pod) -> bool {
-    p.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
 }
 
 fn image(p: &Pod) -> String {
@@ -107,7 +89,7 @@ async fn settled(pods: &Api<Pod>, app: &str, nodes: &[&str], img: &str) -> BTree
     eventually(&format!("{app} on {nodes:?} with {img}"), WAIT, || async {
         let by = pods_by_node(pods, app).await;
         let keys: Vec<&str> = by.keys().map(String::as_str).collect();
-        let ok = keys == nodes && by.values().all(|ps| ps.len() == 1 && ready(&ps[0]) && image(&ps[0]) == img);
+        let ok = keys == nodes && by.values().all(|ps| ps.len() == 1 && pod_ready(&ps[0]) && image(&ps[0]) == img);
         ok.then_some(by)
     })
     .await
@@ -222,7 +204,8 @@ async fn max_surge_starts_the_new_pod_before_the_old_one_goes() {
         let by = pods_by_node(&pods, "agent").await;
         most_surging = most_surging.max(by.values().filter(|ps| ps.len() > 1).count());
         least_ready = least_ready.min(by.values().filter(|ps| ps.iter().any(ready)).count());
-        let done = by.len() == 3 && by.values().all(|ps| ps.len() == 1 && ready(&ps[0]) && image(&ps[0]) == "agent:2");
+        let done =
+            by.len() == 3 && by.values().all(|ps| ps.len() == 1 && pod_ready(&ps[0]) && image(&ps[0]) == "agent:2");
         if done {
             break;
         }

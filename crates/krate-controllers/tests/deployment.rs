@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::core::v1::{Event, Pod};
-use krate_testkit::{TestCluster, eventually};
+use krate_testkit::{TestCluster, eventually, merge_json, pod_ready};
 use kube::ResourceExt;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use parking_lot::Mutex;
@@ -61,19 +61,8 @@ fn deployment(name: &str, replicas: i32, node: &str, ready_after: u32, spec: Val
             },
         },
     });
-    merge(&mut d["spec"], spec);
+    merge_json(&mut d["spec"], spec);
     serde_json::from_value(d).unwrap()
-}
-
-fn merge(into: &mut Value, from: Value) {
-    match (into, from) {
-        (Value::Object(a), Value::Object(b)) => {
-            for (k, v) in b {
-                merge(a.entry(k).or_insert(Value::Null), v);
-            }
-        }
-        (slot, v) => *slot = v,
-    }
 }
 
 impl Fixture {
@@ -165,15 +154,6 @@ impl Fixture {
     }
 }
 
-fn is_ready(p: &Pod) -> bool {
-    p.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .into_iter()
-        .flatten()
-        .any(|c| c.type_ == "Ready" && c.status == "True")
-}
-
 fn hash(p: &Pod) -> String {
     p.labels().get("pod-template-hash").cloned().unwrap_or_default()
 }
@@ -205,7 +185,7 @@ async fn rolling_update_stays_within_max_surge_and_max_unavailable() {
         tokio::spawn(async move {
             while !done.load(Ordering::SeqCst) {
                 let pods = f.live_pods("web").await;
-                let ready = pods.iter().filter(|p| is_ready(p)).count();
+                let ready = pods.iter().filter(|p| pod_ready(p)).count();
                 {
                     let mut s = seen.lock();
                     s.0 = s.0.max(pods.len());

@@ -8,7 +8,7 @@ use std::time::Duration;
 use k8s_openapi::api::apps::v1::{ControllerRevision, StatefulSet};
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 use k8s_openapi::api::events::v1::Event;
-use krate_testkit::{TestCluster, eventually};
+use krate_testkit::{TestCluster, eventually, merge_json, pod_ready};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 
@@ -35,26 +35,8 @@ fn set(node: &str, ready_after: u32, spec: Value) -> StatefulSet {
             },
         },
     });
-    merge(&mut v["spec"], spec);
+    merge_json(&mut v["spec"], spec);
     serde_json::from_value(v).unwrap()
-}
-
-fn merge(into: &mut Value, from: Value) {
-    match (into, from) {
-        (Value::Object(a), Value::Object(b)) => {
-            for (k, v) in b {
-                merge(a.entry(k).or_insert(Value::Null), v);
-            }
-        }
-        (slot, v) => *slot = v,
-    }
-}
-
-fn ready(p: &Pod) -> bool {
-    p.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
 }
 
 fn ready_at(p: &Pod) -> k8s_openapi::jiff::Timestamp {
@@ -202,7 +184,7 @@ async fn rolling_update_honours_partition_then_max_unavailable() {
     let deadline = tokio::time::Instant::now() + WAIT;
     loop {
         let list = pods.list(&ListParams::default().labels("app=web")).await.unwrap();
-        let available = list.items.iter().filter(|p| p.metadata.deletion_timestamp.is_none() && ready(p)).count();
+        let available = list.items.iter().filter(|p| p.metadata.deletion_timestamp.is_none() && pod_ready(p)).count();
         most_unavailable = most_unavailable.max(3 - available);
         let s = sets.get("web").await.unwrap().status.unwrap();
         if s.current_revision.as_deref() == Some(new.as_str())
@@ -255,7 +237,7 @@ async fn on_delete_updates_a_pod_only_when_it_is_deleted() {
 
     pods.delete("web-1", &DeleteParams::default()).await.unwrap();
     let replaced = eventually("web-1 made again at the new revision", WAIT, || async {
-        pods.get_opt("web-1").await.unwrap().filter(|p| revision(p) == new && ready(p))
+        pods.get_opt("web-1").await.unwrap().filter(|p| revision(p) == new && pod_ready(p))
     })
     .await;
     assert_eq!(replaced.spec.unwrap().containers[0].image.as_deref(), Some("nginx:2"));

@@ -177,3 +177,22 @@ where
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
+
+/// Whether the pod's Ready condition is True.
+pub fn pod_ready(pod: &k8s_openapi::api::core::v1::Pod) -> bool {
+    let conditions = pod.status.as_ref().and_then(|s| s.conditions.as_ref());
+    conditions.is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
+/// Merges `from` into `into` (objects key by key, anything else replaced): how tests
+/// adjust a base manifest.
+pub fn merge_json(into: &mut serde_json::Value, from: serde_json::Value) {
+    match (into, from) {
+        (serde_json::Value::Object(a), serde_json::Value::Object(b)) => {
+            for (k, v) in b {
+                merge_json(a.entry(k).or_insert(serde_json::Value::Null), v);
+            }
+        }
+        (slot, v) => *slot = v,
+    }
+}

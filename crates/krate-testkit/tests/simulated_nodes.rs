@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Node, Pod};
-use krate_testkit::{TestCluster, eventually};
+use krate_testkit::{TestCluster, eventually, pod_ready};
 use kube::api::{Api, DeleteParams, PostParams};
 use serde_json::json;
 
@@ -17,11 +17,6 @@ fn pod(name: &str, node: &str, restart: &str, annotations: serde_json::Value) ->
         "spec": {"nodeName": node, "restartPolicy": restart, "containers": [{"name": "main", "image": "busybox"}]},
     }))
     .unwrap()
-}
-
-fn ready(pod: &Pod) -> bool {
-    let conditions = pod.status.as_ref().and_then(|s| s.conditions.as_ref());
-    conditions.is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
 }
 
 #[tokio::test]
@@ -42,7 +37,7 @@ async fn simulated_nodes_register_heartbeat_and_run_pods() {
     pods.create(&PostParams::default(), &pod("web", "sim-node-1", "Always", json!({}))).await.unwrap();
     let web = eventually("web ready", WAIT, || async {
         let p = pods.get("web").await.unwrap();
-        ready(&p).then_some(p)
+        pod_ready(&p).then_some(p)
     })
     .await;
     let status = web.status.unwrap();

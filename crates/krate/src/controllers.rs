@@ -109,11 +109,7 @@ pub struct ControllerManagerArgs {
 /// `krate controller-manager`: the controllers against a remote API server.
 pub async fn run_remote(args: ControllerManagerArgs) -> anyhow::Result<()> {
     let path = args.kubeconfig.display().to_string();
-    let kubeconfig =
-        kube::config::Kubeconfig::read_from(&args.kubeconfig).with_context(|| format!("reading {path}"))?;
-    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
-        .await
-        .with_context(|| format!("loading {path}"))?;
+    let config = crate::kubeconfig::load(&args.kubeconfig).await?;
     let root_ca_pem = match &args.root_ca_file {
         Some(file) => tokio::fs::read_to_string(file).await.with_context(|| format!("reading {}", file.display()))?,
         None => root_ca_of(&config).context("the kubeconfig names no certificate authority; pass --root-ca-file")?,

@@ -3,6 +3,7 @@
 mod cli;
 mod controllers;
 mod encryption;
+mod kubeconfig;
 mod scheduler;
 mod server;
 mod simulate;

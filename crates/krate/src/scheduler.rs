@@ -52,10 +52,7 @@ async fn options(config: Option<PathBuf>) -> anyhow::Result<krate_scheduler::Opt
 
 /// `krate scheduler --kubeconfig FILE`: the scheduler alone, against a remote API server.
 pub async fn run(args: crate::cli::SchedulerArgs) -> anyhow::Result<()> {
-    let kubeconfig = kube::config::Kubeconfig::read_from(&args.kubeconfig)
-        .with_context(|| format!("reading {}", args.kubeconfig.display()))?;
-    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await.context("kubeconfig")?;
-    let client = kube::Client::try_from(config).context("API client")?;
+    let client = crate::kubeconfig::client(&args.kubeconfig).await?;
     let options = options(args.config).await?;
     tokio::select! {
         () = elected(client, options, args.leader_elect) => Ok(()),

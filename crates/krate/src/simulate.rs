@@ -38,13 +38,7 @@ pub struct SimulateNodesArgs {
 }
 
 pub async fn run(args: SimulateNodesArgs) -> anyhow::Result<()> {
-    let path = args.kubeconfig.display().to_string();
-    let kubeconfig =
-        kube::config::Kubeconfig::read_from(&args.kubeconfig).with_context(|| format!("reading {path}"))?;
-    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
-        .await
-        .with_context(|| format!("loading {path}"))?;
-    let client = kube::Client::try_from(config).context("building the API client")?;
+    let client = crate::kubeconfig::client(&args.kubeconfig).await?;
     let options = simulated::Options {
         count: args.count,
         prefix: args.prefix,

@@ -135,15 +135,7 @@ fn the_controller_manager_runs_alone_against_a_remote_api_server() {
             .filter(|d| !d.is_empty())
     });
     assert_eq!(published.trim(), ca.trim(), "the CA taken from the kubeconfig is the cluster's");
-    let holder = ok_stdout(srv.kubectl(&[
-        "get",
-        "lease",
-        "-n",
-        "kube-system",
-        "kube-controller-manager",
-        "-o",
-        "jsonpath={.spec.holderIdentity}",
-    ]));
+    let holder = ok_stdout(srv.lease_field("kube-controller-manager", "holderIdentity"));
     assert!(holder.is_some_and(|h| !h.is_empty()), "it elected itself leader");
     manager.kill().unwrap();
     manager.wait().unwrap();

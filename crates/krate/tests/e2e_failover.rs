@@ -36,6 +36,11 @@ fn root_ca_published(server: &Server, ns: &str, within: Duration) {
     }
 }
 
+fn ok(out: std::process::Output) -> String {
+    assert!(out.status.success(), "kubectl: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 fn started_controllers(server: &Server) -> bool {
     server.log().contains("starting controller")
 }
@@ -53,32 +58,14 @@ async fn the_standby_takes_over_the_controllers_when_the_leader_dies() {
         copy_dir(&a_dir.join("server"), &b_dir.join("server"));
         let b = Server::start_with(&b_dir, free_port(), &args);
 
-        let holder = a.kubectl_ok(&[
-            "get",
-            "lease",
-            "-n",
-            "kube-system",
-            "kube-controller-manager",
-            "-o",
-            "jsonpath={.spec.holderIdentity}",
-        ]);
+        let holder = ok(a.lease_field("kube-controller-manager", "holderIdentity"));
         assert!(a.log().contains(&format!("identity={holder}")), "the first server leads: {holder}");
         a.kubectl_ok(&["create", "namespace", "before"]);
         root_ca_published(&b, "before", Duration::from_secs(20));
         assert!(started_controllers(&a));
         assert!(!started_controllers(&b), "the standby runs no controllers while the leader lives");
 
-        let scheduler_holder = |s: &Server| {
-            s.kubectl_ok(&[
-                "get",
-                "lease",
-                "-n",
-                "kube-system",
-                "kube-scheduler",
-                "-o",
-                "jsonpath={.spec.holderIdentity}",
-            ])
-        };
+        let scheduler_holder = |s: &Server| ok(s.lease_field("kube-scheduler", "holderIdentity"));
         let scheduling = scheduler_holder(&a);
         assert!(a.log().contains(&format!("identity={scheduling}")), "the first server schedules too");
 
@@ -93,15 +80,7 @@ async fn the_standby_takes_over_the_controllers_when_the_leader_dies() {
         // The lease lasts 15 s; the standby tries every 2-4.4 s.
         assert!(took < Duration::from_secs(30), "took over in {took:?}");
         eprintln!("controllers taken over {took:?} after the leader died");
-        let transitions = b.kubectl_ok(&[
-            "get",
-            "lease",
-            "-n",
-            "kube-system",
-            "kube-controller-manager",
-            "-o",
-            "jsonpath={.spec.leaseTransitions}",
-        ]);
+        let transitions = ok(b.lease_field("kube-controller-manager", "leaseTransitions"));
         assert_eq!(transitions, "1");
         let deadline = Instant::now() + Duration::from_secs(40);
         while scheduler_holder(&b) == scheduling {

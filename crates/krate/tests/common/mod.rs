@@ -86,6 +86,13 @@ impl Server {
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
 
+    /// A field (a jsonpath under .spec) of a kube-system Lease: who leads, how often it
+    /// changed hands.
+    pub fn lease_field(&self, lease: &str, field: &str) -> Output {
+        let path = format!("jsonpath={{.spec.{field}}}");
+        self.kubectl(&["get", "lease", "-n", "kube-system", lease, "-o", &path])
+    }
+
     /// Runs kubectl and returns stdout, failing the test on a non-zero exit.
     pub fn kubectl_ok(&self, args: &[&str]) -> String {
         let out = self.kubectl(args);
