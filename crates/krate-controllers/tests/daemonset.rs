@@ -203,7 +203,7 @@ async fn max_surge_starts_the_new_pod_before_the_old_one_goes() {
     loop {
         let by = pods_by_node(&pods, "agent").await;
         most_surging = most_surging.max(by.values().filter(|ps| ps.len() > 1).count());
-        least_ready = least_ready.min(by.values().filter(|ps| ps.iter().any(ready)).count());
+        least_ready = least_ready.min(by.values().filter(|ps| ps.iter().any(pod_ready)).count());
         let done =
             by.len() == 3 && by.values().all(|ps| ps.len() == 1 && pod_ready(&ps[0]) && image(&ps[0]) == "agent:2");
         if done {

@@ -62,7 +62,7 @@ async fn ready_pods(pods: &Api<Pod>, n: usize) -> BTreeMap<String, Pod> {
             .filter(|p| p.metadata.deletion_timestamp.is_none())
             .map(|p| (p.metadata.name.clone().unwrap(), p))
             .collect();
-        (live.len() == n && live.values().all(ready)).then_some(live)
+        (live.len() == n && live.values().all(pod_ready)).then_some(live)
     })
     .await
 }
