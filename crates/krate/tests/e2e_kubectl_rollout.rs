@@ -1,8 +1,9 @@
-//! The API side of `kubectl rollout` and `kubectl wait`, with kubectl 1.32 and 1.37.
-//! The controllers that write ReplicaSets, ControllerRevisions and status arrive with
-//! their own issue; here the test writes them as those controllers would (owner
-//! references, revision annotations, status through the status subresource) and checks
-//! that kubectl's history, undo, status, pause/resume and wait read and write them.
+//! The API side of `kubectl rollout` and `kubectl wait`, with kubectl 1.32 and 1.37: on a
+//! server running no controllers, the test writes ReplicaSets, ControllerRevisions and
+//! status as those controllers would (owner references, revision annotations, status
+//! through the status subresource) and checks that kubectl's history, undo, status,
+//! pause/resume and wait read and write them. Rollouts by the real controllers are
+//! tested in crates/krate-controllers/tests (deployment.rs, daemonset.rs).
 
 mod common;
 
@@ -52,7 +53,11 @@ spec:
 
 fn scenario(bin: &str) {
     let dir = tempfile::tempdir().unwrap();
-    let srv = Server::start(&dir.path().join("data"), free_port());
+    let srv = Server::start_with(
+        &dir.path().join("data"),
+        free_port(),
+        &["--disable-controller-manager", "--disable-scheduler"],
+    );
     let ok = |args: &[&str]| srv.kubectl_with_ok(bin, args);
     let apply = |name: &str, yaml: &str| {
         let file = dir.path().join(name);
