@@ -18,6 +18,10 @@ pub struct SchedulerArgs {
     nodes: usize,
     #[arg(long, default_value_t = 10_000)]
     pods: usize,
+    /// Let the simulated nodes run their pods (status writes compete with bindings);
+    /// off by default, as in upstream's scheduler_perf.
+    #[arg(long)]
+    kubelets: bool,
 }
 
 pub async fn run(args: SchedulerArgs) -> anyhow::Result<()> {
@@ -29,6 +33,7 @@ pub async fn run(args: SchedulerArgs) -> anyhow::Result<()> {
             zones: 3,
             lease_renew: Duration::from_secs(60),
             concurrency: 64,
+            run_pods: args.kubelets,
             ..Default::default()
         })
         .await;

@@ -77,6 +77,9 @@ pub struct Options {
     pub lease_renew: Duration,
     /// At most this many pod status writes at once.
     pub concurrency: usize,
+    /// Whether the nodes move their pods through their lifecycle (false: pods bound to
+    /// them stay as the scheduler left them, as upstream's scheduler_perf nodes do).
+    pub run_pods: bool,
 }
 
 impl Default for Options {
@@ -91,6 +94,7 @@ impl Default for Options {
             labels: Vec::new(),
             lease_renew: Duration::from_secs(10),
             concurrency: 32,
+            run_pods: true,
         }
     }
 }
@@ -115,11 +119,10 @@ pub async fn start(client: kube::Client, options: Options) -> Result<(Vec<String
     let results: Vec<Result<(), Error>> = registering.collect().await;
     results.into_iter().collect::<Result<(), Error>>()?;
     NODES.add(options.count as i64);
-    let mut tasks = vec![
-        tokio::spawn(renew_leases(client.clone(), names.clone(), options.lease_renew)),
-        tokio::spawn(run_pods(client, names.iter().cloned().collect(), options.clone())),
-    ];
-    tasks.shrink_to_fit();
+    let mut tasks = vec![tokio::spawn(renew_leases(client.clone(), names.clone(), options.lease_renew))];
+    if options.run_pods {
+        tasks.push(tokio::spawn(run_pods(client, names.iter().cloned().collect(), options.clone())));
+    }
     Ok((names, Running { tasks, count: options.count }))
 }
 

@@ -49,6 +49,7 @@ pub async fn run(args: SimulateNodesArgs) -> anyhow::Result<()> {
         labels: Vec::new(),
         lease_renew: Duration::from_secs(args.lease_renew_seconds.max(1)),
         concurrency: args.concurrency,
+        run_pods: true,
     };
     let started = std::time::Instant::now();
     let (names, _running) = simulated::start(client, options).await.context("registering simulated nodes")?;
