@@ -552,19 +552,6 @@ fn controller_roles() -> Vec<Role> {
             ],
         ),
         c(
-            "system:controller:disruption-controller",
-            vec![
-                r(READ, &[EXTENSIONS, APPS], &["deployments"]),
-                r(READ, &[APPS, EXTENSIONS], &["replicasets"]),
-                r(READ, &[CORE], &["replicationcontrollers"]),
-                r(READ, &[POLICY], &["poddisruptionbudgets"]),
-                r(READ, &[APPS], &["statefulsets"]),
-                r(&["update"], &[POLICY], &["poddisruptionbudgets/status"]),
-                r(&["get"], &["*"], &["*/scale"]),
-                r(&["patch", "update"], &[CORE], &["pods/status"]),
-            ],
-        ),
-        c(
             "system:controller:statefulset-controller",
             vec![
                 r(&["list", "watch"], &[CORE], &["pods"]),
