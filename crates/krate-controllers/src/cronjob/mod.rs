@@ -16,11 +16,10 @@ use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
 use k8s_openapi::jiff::Timestamp;
 use k8s_openapi::jiff::tz::TimeZone;
+use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, PostParams, PropagationPolicy};
 use kube::runtime::controller::{Action, Controller};
-use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::reflector::Store;
-use kube::{Resource, ResourceExt};
 
 use crate::{Clients, Context, Error};
 use schedule::Schedule;
@@ -33,16 +32,15 @@ const NEXT_SCHEDULE_DELTA: Duration = Duration::from_millis(100);
 struct Shared {
     clients: Clients,
     jobs: Store<Job>,
-    recorder: Recorder,
+    events: crate::events::Events,
 }
 
 pub async fn run(ctx: Context) {
     let clients = (ctx.client_for)("cronjob-controller");
     let cronjobs = ctx.informers.get::<CronJob>();
     let jobs = ctx.informers.get::<Job>();
-    let recorder =
-        Recorder::new(clients.write.clone(), Reporter { controller: "cronjob-controller".into(), instance: None });
-    let shared = Arc::new(Shared { clients, jobs: jobs.store(), recorder });
+    let events = crate::events::Events::new(clients.write.clone(), "cronjob-controller");
+    let shared = Arc::new(Shared { clients, jobs: jobs.store(), events });
     Controller::for_shared_stream(cronjobs.subscribe(), cronjobs.store())
         .owns_shared_stream(jobs.subscribe())
         .run(
@@ -142,16 +140,7 @@ fn finished(job: &Job) -> Option<&str> {
 
 impl Shared {
     async fn event(&self, cj: &CronJob, warning: bool, reason: &str, note: String) {
-        let event = Event {
-            type_: if warning { EventType::Warning } else { EventType::Normal },
-            reason: reason.into(),
-            note: Some(note),
-            action: reason.into(),
-            secondary: None,
-        };
-        if let Err(error) = self.recorder.publish(&event, &cj.object_ref(&())).await {
-            tracing::debug!(cronjob = %cj.name_any(), %error, "recording an event failed");
-        }
+        if warning { self.events.warning(cj, reason, note).await } else { self.events.normal(cj, reason, note).await }
     }
 
     fn jobs_of(&self, uid: &str) -> Vec<Arc<Job>> {

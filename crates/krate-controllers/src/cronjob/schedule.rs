@@ -206,31 +206,11 @@ fn number(text: &str, names: &[&str], base: u32) -> Result<u32, String> {
     text.parse::<u32>().map_err(|_| format!("failed to parse int from {text}"))
 }
 
-/// Go's time.ParseDuration for the units @every takes.
+/// Go's time.ParseDuration (krate-api's), whole seconds as robfig/cron's @every keeps.
 fn parse_go_duration(s: &str) -> Option<Duration> {
-    let mut total = 0f64;
-    let mut rest = s;
-    if rest.is_empty() {
-        return None;
-    }
-    while !rest.is_empty() {
-        let digits = rest.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(rest.len());
-        let value: f64 = rest[..digits].parse().ok()?;
-        rest = &rest[digits..];
-        let unit_len = rest.find(|c: char| c.is_ascii_digit() || c == '.').unwrap_or(rest.len());
-        let scale = match &rest[..unit_len] {
-            "ns" => 1e-9,
-            "us" | "µs" => 1e-6,
-            "ms" => 1e-3,
-            "s" => 1.0,
-            "m" => 60.0,
-            "h" => 3600.0,
-            _ => return None,
-        };
-        total += value * scale;
-        rest = &rest[unit_len..];
-    }
-    Some(Duration::from_secs(total as u64))
+    let nanos = krate_api::protobuf::transcode::parse_go_duration(s).ok()?;
+    let nanos = u64::try_from(nanos).ok()?;
+    Some(Duration::from_secs(Duration::from_nanos(nanos).as_secs()))
 }
 
 #[cfg(test)]

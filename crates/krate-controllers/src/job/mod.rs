@@ -20,11 +20,10 @@ use std::time::{Duration, Instant};
 use futures::StreamExt;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
+use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::{Action, Controller};
-use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::{ObjectRef, Store};
-use kube::{Resource, ResourceExt};
 use parking_lot::Mutex;
 
 use crate::{Clients, Context, Error};
@@ -68,7 +67,7 @@ pub(crate) struct Shared {
     clients: Clients,
     pods: Store<Pod>,
     jobs: Store<Job>,
-    recorder: Recorder,
+    events: crate::events::Events,
     tuning: Tuning,
     expected: Mutex<HashMap<String, Expected>>,
     backoffs: Mutex<HashMap<String, backoff::Record>>,
@@ -81,13 +80,12 @@ pub async fn run(ctx: Context) {
     let clients = (ctx.client_for)("job-controller");
     let jobs = ctx.informers.get::<Job>();
     let pods = ctx.informers.get::<Pod>();
-    let recorder =
-        Recorder::new(clients.write.clone(), Reporter { controller: "job-controller".into(), instance: None });
+    let events = crate::events::Events::new(clients.write.clone(), "job-controller");
     let shared = Arc::new(Shared {
         clients,
         pods: pods.store(),
         jobs: jobs.store(),
-        recorder,
+        events,
         tuning: ctx.settings.job.clone(),
         expected: Mutex::default(),
         backoffs: Mutex::default(),
@@ -216,16 +214,6 @@ impl Shared {
     }
 
     async fn event(&self, job: &Job, warning: bool, reason: &str, note: String) {
-        use kube::runtime::events::{Event, EventType};
-        let event = Event {
-            type_: if warning { EventType::Warning } else { EventType::Normal },
-            reason: reason.into(),
-            note: Some(note),
-            action: reason.into(),
-            secondary: None,
-        };
-        if let Err(error) = self.recorder.publish(&event, &job.object_ref(&())).await {
-            tracing::debug!(job = %job.name_any(), %error, "recording an event failed");
-        }
+        if warning { self.events.warning(job, reason, note).await } else { self.events.normal(job, reason, note).await }
     }
 }
