@@ -11,15 +11,15 @@ use std::time::Duration;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{EndpointAddress, Endpoints, Service};
 use k8s_openapi::api::discovery::v1::{Endpoint, EndpointConditions, EndpointPort, EndpointSlice};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::ResourceExt;
-use kube::api::{Api, DeleteParams, PostParams};
+use kube::api::{Api, DeleteParams};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::{ObjectRef, Store};
 
 use crate::endpoints::SKIP_MIRROR_LABEL;
 use crate::endpointslice::packing::{self, Desired, MAX_ENDPOINTS_PER_SLICE};
-use crate::endpointslice::{MANAGED_BY_LABEL, SERVICE_NAME_LABEL, slice_prefix};
+use crate::endpointslice::{MANAGED_BY_LABEL, SERVICE_NAME_LABEL, revision, slice_prefix, write_plan};
 use crate::expectations::Expectations;
 use crate::{Context, Error};
 
@@ -168,10 +168,6 @@ fn endpoint(address: &EndpointAddress, ready: bool) -> Endpoint {
     }
 }
 
-fn revision(slice: &EndpointSlice) -> i64 {
-    slice.resource_version().and_then(|rv| rv.parse().ok()).unwrap_or(0)
-}
-
 async fn sync(ep: &Endpoints, state: &State) -> Result<Action, Error> {
     let namespace = ep.namespace().unwrap_or_default();
     let name = ep.name_any();
@@ -209,28 +205,7 @@ async fn sync(ep: &Endpoints, state: &State) -> Result<Action, Error> {
             mine.iter().filter(|s| s.address_type == address_type).map(|s| s.as_ref().clone()).collect();
         let desired = want.get(address_type).unwrap_or(&empty);
         let plan = packing::plan(address_type, desired, &existing, &labels, false, MAX_ENDPOINTS_PER_SLICE);
-        for mut slice in plan.create {
-            slice.metadata = ObjectMeta {
-                generate_name: Some(slice_prefix(&name)),
-                namespace: Some(namespace.clone()),
-                labels: Some(labels.clone()),
-                owner_references: Some(vec![owner.clone()]),
-                ..Default::default()
-            };
-            let made = api.create(&PostParams::default(), &slice).await?;
-            state.expectations.wrote(&key, &made.name_any(), Some(revision(&made)));
-        }
-        for slice in plan.update {
-            let written = api.replace(&slice.name_any(), &PostParams::default(), &slice).await?;
-            state.expectations.wrote(&key, &written.name_any(), Some(revision(&written)));
-        }
-        for slice in plan.delete {
-            match api.delete(&slice.name_any(), &DeleteParams::default()).await {
-                Ok(_) => state.expectations.deleted(&key, &slice.name_any()),
-                Err(kube::Error::Api(s)) if s.code == 404 => {}
-                Err(e) => return Err(e.into()),
-            }
-        }
+        write_plan(&api, plan, &slice_prefix(&name), &labels, &owner, &state.expectations, &key).await?;
     }
     Ok(Action::await_change())
 }

@@ -237,7 +237,7 @@ fn desired(service: &Service, address_type: &str, pods: &[Arc<Pod>], nodes: &Sto
     desired
 }
 
-fn revision(slice: &EndpointSlice) -> i64 {
+pub(crate) fn revision(slice: &EndpointSlice) -> i64 {
     slice.resource_version().and_then(|rv| rv.parse().ok()).unwrap_or(0)
 }
 
@@ -310,32 +310,46 @@ async fn sync(service: &Service, state: &State) -> Result<Action, Error> {
         block_owner_deletion: Some(true),
     };
     for plan in plans {
-        for mut slice in plan.create {
-            slice.metadata = ObjectMeta {
-                generate_name: Some(slice_prefix(&service.name_any())),
-                namespace: Some(namespace.clone()),
-                labels: Some(labels.clone()),
-                owner_references: Some(vec![owner.clone()]),
-                ..Default::default()
-            };
-            let made = api.create(&PostParams::default(), &slice).await?;
-            state.expectations.wrote(&key, &made.name_any(), Some(revision(&made)));
-        }
-        for slice in plan.update {
-            let name = slice.name_any();
-            let written = api.replace(&name, &PostParams::default(), &slice).await?;
-            state.expectations.wrote(&key, &name, Some(revision(&written)));
-        }
-        for slice in plan.delete {
-            let name = slice.name_any();
-            match api.delete(&name, &DeleteParams::default()).await {
-                Ok(_) => state.expectations.deleted(&key, &name),
-                Err(kube::Error::Api(s)) if s.code == 404 => {}
-                Err(e) => return Err(e.into()),
-            }
-        }
+        write_plan(&api, plan, &slice_prefix(&service.name_any()), &labels, &owner, &state.expectations, &key).await?;
     }
     Ok(Action::await_change())
+}
+
+/// Carries out a packing plan for one owner (a Service, or mirrored Endpoints): new slices
+/// named after `prefix` with the owner's labels and reference, then updates, then
+/// deletions, each noted in `expectations` under `key` so the next sync waits for them.
+pub(crate) async fn write_plan(
+    api: &Api<EndpointSlice>,
+    plan: packing::Plan,
+    prefix: &str,
+    labels: &BTreeMap<String, String>,
+    owner: &OwnerReference,
+    expectations: &Expectations,
+    key: &str,
+) -> Result<(), Error> {
+    for mut slice in plan.create {
+        slice.metadata = ObjectMeta {
+            generate_name: Some(prefix.to_string()),
+            labels: Some(labels.clone()),
+            owner_references: Some(vec![owner.clone()]),
+            ..Default::default()
+        };
+        let made = api.create(&PostParams::default(), &slice).await?;
+        expectations.wrote(key, &made.name_any(), Some(revision(&made)));
+    }
+    for slice in plan.update {
+        let written = api.replace(&slice.name_any(), &PostParams::default(), &slice).await?;
+        expectations.wrote(key, &written.name_any(), Some(revision(&written)));
+    }
+    for slice in plan.delete {
+        let name = slice.name_any();
+        match api.delete(&name, &DeleteParams::default()).await {
+            Ok(_) => expectations.deleted(key, &name),
+            Err(kube::Error::Api(s)) if s.code == 404 => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(())
 }
 
 /// generateName for a Service's slices: its name and a dash, cut to leave room for the
