@@ -4,5 +4,6 @@
 
 pub mod informers;
 pub mod leader;
+pub mod v1helpers;
 
 pub use informers::{Informer, Informers};

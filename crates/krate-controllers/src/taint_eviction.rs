@@ -22,23 +22,7 @@ use crate::{Context, Error};
 
 const NAME: &str = "taint-eviction-controller";
 
-/// Whether `toleration` tolerates `taint` (upstream's ToleratesTaint).
-pub fn tolerates(toleration: &Toleration, taint: &Taint) -> bool {
-    if let Some(effect) = toleration.effect.as_deref().filter(|e| !e.is_empty())
-        && effect != taint.effect
-    {
-        return false;
-    }
-    let key = toleration.key.as_deref().unwrap_or("");
-    if !key.is_empty() && key != taint.key {
-        return false;
-    }
-    match toleration.operator.as_deref().unwrap_or("Equal") {
-        "Exists" => true,
-        "Equal" | "" => toleration.value.as_deref().unwrap_or("") == taint.value.as_deref().unwrap_or(""),
-        _ => false,
-    }
-}
+pub use krate_client::v1helpers::tolerates;
 
 /// What to do with a pod given its node's NoExecute taints.
 #[derive(Debug, PartialEq)]

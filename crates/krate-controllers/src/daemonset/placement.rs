@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{
-    Affinity, Node, NodeAffinity, NodeSelector, NodeSelectorRequirement, NodeSelectorTerm, PodSpec, Taint, Toleration,
+    Affinity, Node, NodeAffinity, NodeSelector, NodeSelectorRequirement, NodeSelectorTerm, PodSpec, Toleration,
 };
 
 /// The tolerations every daemon pod gets (key, effect), and network-unavailable for
@@ -42,19 +42,7 @@ pub fn add_daemon_tolerations(spec: &mut PodSpec) {
     }
 }
 
-pub fn tolerates(tolerations: &[Toleration], taint: &Taint) -> bool {
-    tolerations.iter().any(|t| {
-        let effect_ok = t.effect.as_deref().is_none_or(|e| e.is_empty() || e == taint.effect);
-        let key_ok = t.key.as_deref().is_none_or(|k| k.is_empty()) || t.key.as_deref() == Some(taint.key.as_str());
-        let value_ok = match t.operator.as_deref() {
-            Some("Exists") => true,
-            _ => t.value.as_deref().unwrap_or("") == taint.value.as_deref().unwrap_or(""),
-        };
-        // An empty key with Exists tolerates everything; an empty key otherwise nothing.
-        let empty_key_ok = !t.key.as_deref().is_none_or(|k| k.is_empty()) || t.operator.as_deref() == Some("Exists");
-        effect_ok && key_ok && value_ok && empty_key_ok
-    })
-}
+pub use krate_client::v1helpers::tolerated as tolerates;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Placement {

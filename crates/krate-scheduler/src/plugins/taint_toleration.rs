@@ -1,30 +1,12 @@
 //! TaintToleration: NoSchedule and NoExecute taints must be tolerated (filter); fewer
 //! untolerated PreferNoSchedule taints score higher.
 
-use k8s_openapi::api::core::v1::{Taint, Toleration};
+use k8s_openapi::api::core::v1::Toleration;
 
 use super::{Failure, FilterResult};
 use crate::node_info::NodeInfo;
 
-/// Whether `toleration` tolerates `taint` (upstream's ToleratesTaint).
-pub fn tolerates(toleration: &Toleration, taint: &Taint) -> bool {
-    if let Some(effect) = toleration.effect.as_deref().filter(|e| !e.is_empty())
-        && effect != taint.effect
-    {
-        return false;
-    }
-    let key = toleration.key.as_deref().unwrap_or("");
-    if !key.is_empty() && key != taint.key {
-        return false;
-    }
-    match toleration.operator.as_deref().unwrap_or("Equal") {
-        "Exists" => true,
-        "Equal" | "" => {
-            !key.is_empty() && toleration.value.as_deref().unwrap_or("") == taint.value.as_deref().unwrap_or("")
-        }
-        _ => false,
-    }
-}
+pub use krate_client::v1helpers::tolerates;
 
 pub fn filter(tolerations: &[Toleration], node: &NodeInfo) -> FilterResult {
     let untolerated = node
@@ -58,6 +40,7 @@ pub fn score(tolerations: &[Toleration], node: &NodeInfo) -> i64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use k8s_openapi::api::core::v1::Taint;
     use serde_json::json;
 
     fn tol(v: serde_json::Value) -> Toleration {
