@@ -10,10 +10,7 @@ cargo test --workspace --locked "$@"
 # family is checked with both versions.
 KUBECTL_137=/opt/krate-test/kubectl-1.37/bin/kubectl
 if [ -x "$KUBECTL_137" ]; then
-    tests=()
-    for f in crates/krate/tests/e2e_kubectl*.rs; do
-        tests+=(--test "$(basename "$f" .rs)")
-    done
     echo "==> kubectl end-to-end tests with $("$KUBECTL_137" version --client | head -1)"
-    KUBECTL="$KUBECTL_137" cargo test -p krate --locked "${tests[@]}" "$@"
+    # The e2e binary's kubectl modules are all named e2e_kubectl*.
+    KUBECTL="$KUBECTL_137" cargo test -p krate --locked --test e2e "$@" -- e2e_kubectl
 fi
