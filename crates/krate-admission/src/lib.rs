@@ -10,6 +10,7 @@ pub mod metrics;
 mod namespace_lifecycle;
 pub mod node_restriction;
 pub mod pod_security;
+pub mod priority;
 pub mod resource_quota;
 pub mod service_account;
 
@@ -28,6 +29,7 @@ pub use default_toleration_seconds::DefaultTolerationSeconds;
 pub use namespace_lifecycle::NamespaceLifecycle;
 pub use node_restriction::NodeRestriction;
 pub use pod_security::{PodSecurity, PodSecurityConfig};
+pub use priority::Priority;
 pub use resource_quota::ResourceQuota;
 pub use service_account::ServiceAccount;
 
@@ -109,7 +111,7 @@ impl Chain {
 
     /// The server's default chain: NamespaceLifecycle, then `validators` (plugins of other
     /// components, such as RBAC's escalation check), ServiceAccount, NodeRestriction,
-    /// PodSecurity, DefaultTolerationSeconds, DefaultStorageClass and ResourceQuota,
+    /// PodSecurity, Priority, DefaultTolerationSeconds, DefaultStorageClass and ResourceQuota,
     /// PodSecurity configured from the
     /// admission configuration file.
     pub fn standard(
@@ -127,6 +129,7 @@ impl Chain {
             ("ServiceAccount", Arc::new(ServiceAccount::new(registry)) as Arc<dyn Admission>),
             ("NodeRestriction", Arc::new(NodeRestriction::new(registry))),
             ("PodSecurity", Arc::new(PodSecurity::new(registry, pod_security))),
+            ("Priority", Arc::new(Priority::new(registry))),
             ("DefaultTolerationSeconds", Arc::new(DefaultTolerationSeconds::default())),
             ("DefaultStorageClass", Arc::new(DefaultStorageClass::new(registry))),
             ("ResourceQuota", Arc::new(ResourceQuota::new(registry))),

@@ -97,6 +97,43 @@ fn apiserver_user() -> UserInfo {
     UserInfo { name: "system:apiserver".into(), groups: vec!["system:masters".into()], ..Default::default() }
 }
 
+/// Creates the two system PriorityClasses if missing (upstream's
+/// scheduling/bootstrap-system-priority-classes hook).
+pub async fn system_priority_classes(registry: &Registry) -> Result<(), ApiError> {
+    let resource =
+        registry.table.lookup("scheduling.k8s.io", "v1", "priorityclasses").expect("priorityclasses are built in");
+    let scope = Scope { resource, namespace: None };
+    let user = apiserver_user();
+    let ctx = Context::internal(&user, &NoAdmission);
+    for (name, value, description) in [
+        (
+            "system-node-critical",
+            2_000_001_000i64,
+            "Used for system critical pods that must not be moved from their current node.",
+        ),
+        (
+            "system-cluster-critical",
+            2_000_000_000,
+            "Used for system critical pods that must run in the cluster, but can be moved to another node if necessary.",
+        ),
+    ] {
+        if registry.get(&scope, name).await.is_ok() {
+            continue;
+        }
+        let pc = json!({
+            "apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+            "metadata": {"name": name}, "value": value, "description": description,
+            "preemptionPolicy": "PreemptLowerPriority",
+        });
+        match registry.create(&scope, pc, &ctx).await {
+            Ok(_) => tracing::info!(name, "created system PriorityClass"),
+            Err(e) if e.code == 409 => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
 /// Creates any missing system namespace.
 pub async fn system_namespaces(registry: &Registry) -> Result<(), ApiError> {
     let namespaces = registry.table.lookup("", "v1", "namespaces").expect("namespaces are built in");

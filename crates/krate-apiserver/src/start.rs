@@ -211,6 +211,7 @@ pub async fn start(opts: Options) -> Result<Running, StartError> {
     });
 
     bootstrap::system_namespaces(&registry).await.map_err(|e| StartError::Bootstrap(e.to_string()))?;
+    bootstrap::system_priority_classes(&registry).await.map_err(|e| StartError::Bootstrap(e.to_string()))?;
     // As upstream, every watch cache starts with the server: a client that lists and
     // then watches from that revision must not find a cache born after it (writes such
     // as a namespace's default service account come in between).

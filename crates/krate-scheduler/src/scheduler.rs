@@ -9,6 +9,7 @@ use std::sync::Arc;
 use futures::stream::{BoxStream, SelectAll};
 use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use krate_client::Informers;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
@@ -39,6 +40,7 @@ pub(crate) struct Scheduler {
     pod_store: Store<Pod>,
     node_store: Store<Node>,
     namespaces: Store<Namespace>,
+    budgets: Store<PodDisruptionBudget>,
     writer: Writer,
     bind_slots: Arc<Semaphore>,
     inputs_tx: mpsc::UnboundedSender<Input>,
@@ -52,6 +54,7 @@ pub async fn run(client: kube::Client, options: Options) -> Result<(), Error> {
     let pods =
         informers.get_with::<Pod>(watcher::Config::default().fields("status.phase!=Succeeded,status.phase!=Failed"));
     let namespaces = informers.get::<Namespace>();
+    let budgets = informers.get::<PodDisruptionBudget>();
     let (inputs_tx, inputs_rx) = mpsc::unbounded_channel();
     let mut inputs: SelectAll<BoxStream<'static, Input>> = SelectAll::new();
     inputs.push(nodes.subscribe().map(Input::Node).boxed());
@@ -69,6 +72,7 @@ pub async fn run(client: kube::Client, options: Options) -> Result<(), Error> {
         pod_store: pods.store(),
         node_store: nodes.store(),
         namespaces: namespaces.store(),
+        budgets: budgets.store(),
         bind_slots: Arc::new(Semaphore::new(options.bind_concurrency.max(1))),
         inputs_tx,
     };
@@ -210,7 +214,9 @@ impl Scheduler {
                 metrics::observe_attempt(&profile.scheduler_name, "unschedulable", started);
                 let mut nominated = None;
                 if profile.preemption {
-                    let outcome = preemption::preempt(profile, &prepared, &self.cache, &diagnosis, &lookup);
+                    let budgets: Vec<preemption::Budget> =
+                        self.budgets.state().iter().map(|b| preemption::Budget::new(b)).collect();
+                    let outcome = preemption::preempt(profile, &prepared, &self.cache, &diagnosis, &budgets, &lookup);
                     diagnosis.post_filter_message = Some(outcome.message(diagnosis.num_nodes));
                     if let Some(candidate) = outcome.candidate {
                         for victim in &candidate.victims {

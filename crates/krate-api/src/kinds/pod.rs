@@ -313,9 +313,7 @@ pub fn default_pod(pod: &mut Value) {
 }
 
 /// What admission adds to a new pod upstream: the ServiceAccount plugin's default
-/// service account, the Priority plugin's priority and preemption policy (for pods
-/// without a class or with a system class; other classes need a lookup krate's
-/// admission chain does not do yet).
+/// service account (the Priority plugin, in krate-admission, sets the priority).
 pub fn admit_new_pod(pod: &mut Value) {
     super::placement::merge_label_keys(pod);
     let mirror = pod.pointer("/metadata/annotations/kubernetes.io~1config.mirror").is_some();
@@ -323,16 +321,6 @@ pub fn admit_new_pod(pod: &mut Value) {
     if !mirror && str_of(spec, "serviceAccountName").is_empty() {
         spec["serviceAccountName"] = json!("default");
         spec["serviceAccount"] = json!("default");
-    }
-    let priority = match str_of(spec, "priorityClassName") {
-        "" => Some(0),
-        "system-cluster-critical" => Some(2_000_000_000),
-        "system-node-critical" => Some(2_000_001_000),
-        _ => None,
-    };
-    if let Some(p) = priority {
-        set_default(spec, "priority", json!(p));
-        set_default(spec, "preemptionPolicy", json!("PreemptLowerPriority"));
     }
 }
 
@@ -1828,8 +1816,6 @@ mod tests {
         assert_eq!(spec["enableServiceLinks"], true);
         assert_eq!(spec["serviceAccountName"], "default");
         assert_eq!(spec["serviceAccount"], "default");
-        assert_eq!(spec["priority"], 0);
-        assert_eq!(spec["preemptionPolicy"], "PreemptLowerPriority");
         let c = &spec["containers"][0];
         assert_eq!(c["imagePullPolicy"], "Always");
         assert_eq!(c["terminationMessagePath"], "/dev/termination-log");

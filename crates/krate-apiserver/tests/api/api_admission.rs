@@ -3,8 +3,6 @@
 //! pods; the admission configuration file sets defaults and exemptions; ServiceAccount
 //! admission gives pods their account and token volume.
 
-use crate::common;
-
 use crate::common::TestServer;
 use http_body_util::BodyExt;
 use k8s_openapi::api::core::v1::Pod;

@@ -2,8 +2,6 @@
 //! kube-rs session, and the log read back line by line; the webhook backend against a
 //! small HTTP receiver; a handler panic audited at the Panic stage.
 
-use crate::common;
-
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;

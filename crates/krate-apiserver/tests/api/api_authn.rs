@@ -4,13 +4,11 @@
 //! upstream's Unauthorized Status, never 500; until RBAC serves, a non-master user is
 //! authenticated (whoami works) and refused (403) everything else.
 
-use crate::common;
-
 use std::time::{Duration, Instant};
 
+use crate::common::TestServer;
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as B64;
-use crate::common::TestServer;
 use krate_auth::authn::jwt::SigningKey;
 use serde_json::{Value, json};
 

@@ -2,8 +2,6 @@
 //! write the client saw acknowledged. (Its own test binary: the store metrics it reads
 //! are process-wide.)
 
-use crate::common;
-
 use crate::common::TestServer;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, Patch, PatchParams, PostParams};

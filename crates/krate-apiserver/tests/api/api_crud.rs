@@ -1,7 +1,5 @@
 //! The API server over HTTPS with kube-rs: CRUD semantics, metadata, errors.
 
-use crate::common;
-
 use crate::common::TestServer;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};

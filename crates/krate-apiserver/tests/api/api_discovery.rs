@@ -1,7 +1,5 @@
 //! Discovery, health, version, metrics and access over HTTPS with kube-rs.
 
-use crate::common;
-
 use std::collections::BTreeSet;
 
 use crate::common::TestServer;

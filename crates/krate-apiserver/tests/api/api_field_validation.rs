@@ -2,8 +2,6 @@
 //! about by default, refused under Strict, ignored under Ignore, and never stored), and
 //! the response conventions kubectl relies on: ?pretty and Audit-ID.
 
-use crate::common;
-
 use crate::common::TestServer;
 use http_body_util::BodyExt;
 use serde_json::{Value, json};

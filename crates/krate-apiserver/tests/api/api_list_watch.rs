@@ -1,8 +1,6 @@
 //! Lists and watches over HTTPS with kube-rs: selectors, paging, resource versions,
 //! watch events, bookmarks, watch-list, expired revisions.
 
-use crate::common;
-
 use std::time::Duration;
 
 use crate::common::TestServer;

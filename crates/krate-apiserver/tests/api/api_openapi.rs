@@ -1,7 +1,5 @@
 //! OpenAPI v2/v3 documents and aggregated discovery over HTTPS with kube-rs.
 
-use crate::common;
-
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::common::TestServer;

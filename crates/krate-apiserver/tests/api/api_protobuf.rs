@@ -3,8 +3,6 @@
 //! sent and read here is written and parsed with the k8s-pb prost types, independently
 //! of krate's transcoder.
 
-use crate::common;
-
 use std::time::Duration;
 
 use crate::common::TestServer;

@@ -3,8 +3,6 @@
 //! anonymous) against the RBAC and Node authorizers, the bootstrap policy, ClusterRole
 //! aggregation, privilege-escalation prevention and the access reviews.
 
-use crate::common;
-
 use std::future::Future;
 use std::time::Duration;
 

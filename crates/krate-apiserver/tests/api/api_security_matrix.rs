@@ -8,8 +8,6 @@
 //! client, the admin impersonating the Role user, and the Role user trying to
 //! impersonate the admin.
 
-use crate::common;
-
 use std::time::Duration;
 
 use crate::common::{TestServer, call, code};

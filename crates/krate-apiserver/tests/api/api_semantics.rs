@@ -1,8 +1,6 @@
 //! More upstream semantics over HTTPS: expired continue tokens, watch timeouts, YAML
 //! responses, content negotiation, dry runs on every verb, deletecollection.
 
-use crate::common;
-
 use std::time::{Duration, Instant};
 
 use crate::common::TestServer;

@@ -1,7 +1,5 @@
 //! Service cluster IPs and node ports over HTTPS with kube-rs.
 
-use crate::common;
-
 use std::collections::HashSet;
 use std::net::Ipv4Addr;
 

@@ -1,7 +1,5 @@
 //! Strategic merge patch through the API with kube-rs (Patch::Strategic).
 
-use crate::common;
-
 use crate::common::TestServer;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::ConfigMap;

@@ -2,8 +2,6 @@
 //! kube-rs: invalid objects are 422s with upstream's causes (field paths and
 //! messages), valid ones come back with upstream's defaults.
 
-use crate::common;
-
 use crate::common::TestServer;
 use kube::core::Status;
 use serde_json::{Value, json};

@@ -1,7 +1,5 @@
 //! Kinds served in two versions share one storage and convert between them.
 
-use crate::common;
-
 use std::time::Duration;
 
 use crate::common::TestServer;

@@ -1,8 +1,6 @@
 //! kube-rs clients over the in-process transport (what controllers inside
 //! `krate server` use): same semantics as over HTTPS, including watches.
 
-use crate::common;
-
 use std::time::Duration;
 
 use crate::common::TestServer;

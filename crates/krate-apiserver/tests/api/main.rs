@@ -13,6 +13,7 @@ mod api_encryption;
 mod api_field_validation;
 mod api_list_watch;
 mod api_openapi;
+mod api_priority;
 mod api_protobuf;
 mod api_rbac;
 mod api_security_matrix;

@@ -1,12 +1,11 @@
 //! Topology spread, inter-pod anti-affinity, scheduling gates, preemption and several
 //! profiles, against a real API server with simulated nodes.
 
-use crate::common;
-
 use std::collections::BTreeMap;
 
 use crate::common::*;
 use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::scheduling::v1::PriorityClass;
 use krate_agent::simulated;
 use krate_testkit::{TestCluster, eventually};
 use kube::api::{Api, Patch, PatchParams};
@@ -186,18 +185,28 @@ async fn preemption_evicts_lower_priority_pods() {
     cluster.scheduler();
     let client = cluster.admin().await;
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
-    create(&pods, pod("low", "1500m", json!({"priority": 1}))).await;
+    // Pods get priorities from classes (the Priority admission plugin).
+    let classes: Api<PriorityClass> = Api::all(client.clone());
+    for (name, value, policy) in
+        [("low", 1, "PreemptLowerPriority"), ("polite", 100, "Never"), ("urgent", 1000, "PreemptLowerPriority")]
+    {
+        let pc =
+            serde_json::from_value(json!({"metadata": {"name": name}, "value": value, "preemptionPolicy": policy}))
+                .unwrap();
+        classes.create(&Default::default(), &pc).await.unwrap();
+    }
+    create(&pods, pod("low", "1500m", json!({"priorityClassName": "low"}))).await;
     bound_node(&pods, "low").await;
 
     // preemptionPolicy Never: it waits instead.
-    create(&pods, pod("polite", "1", json!({"priority": 100, "preemptionPolicy": "Never"}))).await;
+    create(&pods, pod("polite", "1", json!({"priorityClassName": "polite"}))).await;
     let message = unschedulable(&pods, "polite", "Unschedulable").await;
     assert_eq!(
         message,
         "0/1 nodes are available: 1 Insufficient cpu. preemption: not eligible due to preemptionPolicy=Never."
     );
 
-    create(&pods, pod("urgent", "1", json!({"priority": 1000}))).await;
+    create(&pods, pod("urgent", "1", json!({"priorityClassName": "urgent"}))).await;
     let nominated =
         eventually("urgent nominated", WAIT, || async { pods.get("urgent").await.ok()?.status?.nominated_node_name })
             .await;

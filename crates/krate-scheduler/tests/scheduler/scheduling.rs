@@ -1,8 +1,6 @@
 //! The scheduler against a real API server with simulated nodes: binding, events,
 //! conditions, resources, taints and node affinity.
 
-use crate::common;
-
 use crate::common::*;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use krate_agent::simulated;

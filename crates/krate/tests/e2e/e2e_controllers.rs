@@ -2,8 +2,6 @@
 //! kube-root-ca.crt ConfigMap in every namespace, and namespace deletion with upstream's
 //! status conditions.
 
-use crate::common;
-
 use std::time::{Duration, Instant};
 
 use crate::common::{Server, free_port};

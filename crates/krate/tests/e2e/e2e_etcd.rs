@@ -1,7 +1,5 @@
 //! `krate server --storage etcd` against a real etcd-server, with kubectl.
 
-use crate::common;
-
 use crate::common::{Server, free_port, squeeze};
 use krate_store::testsuite::etcd_process::EtcdCluster;
 

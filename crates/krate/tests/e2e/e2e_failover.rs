@@ -2,8 +2,6 @@
 //! kube-controller-manager Lease runs controllers; when it dies the other takes over
 //! within seconds, and the controllers never run in both.
 
-use crate::common;
-
 use std::time::{Duration, Instant};
 
 use crate::common::{Server, free_port};

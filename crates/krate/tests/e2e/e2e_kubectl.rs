@@ -1,7 +1,5 @@
 //! kubectl 1.32 against `krate server --disable-agent`.
 
-use crate::common;
-
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};

@@ -1,8 +1,6 @@
 //! kubectl 1.32 and authentication against `krate server`: `kubectl auth whoami`,
 //! `kubectl create token`, kubeconfigs with tokens, the join token across a restart.
 
-use crate::common;
-
 use std::path::Path;
 use std::process::{Command, Output};
 

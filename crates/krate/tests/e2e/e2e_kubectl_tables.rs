@@ -1,8 +1,6 @@
 //! kubectl 1.32's `get` against `krate server --disable-agent`: the server prints upstream's
 //! columns (and `-o wide` adds the priority-1 ones) for kinds beyond the everyday ones.
 
-use crate::common;
-
 use crate::common::{Server, free_port, squeeze};
 
 /// A CSR for CN=alice (a throwaway P-256 key), base64 as spec.request carries it.

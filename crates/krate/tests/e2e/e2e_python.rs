@@ -1,7 +1,5 @@
 //! The official Python client (pip `kubernetes`) against `krate server`.
 
-use crate::common;
-
 use std::process::Command;
 
 use crate::common::{Server, free_port};
