@@ -24,6 +24,10 @@ pub struct Cache {
     /// How many (real) nodes hold each image, for ImageLocality's spread.
     image_nodes: HashMap<String, usize>,
     real_nodes: usize,
+    /// Pending pods nominated to a node (preemption made room for them there), by node,
+    /// and each nominated pod's node by uid.
+    nominated: HashMap<String, Vec<Arc<PodInfo>>>,
+    nominated_node: HashMap<String, String>,
 }
 
 impl Cache {
@@ -118,6 +122,46 @@ impl Cache {
         self.add_pod(Arc::new(PodInfo::new(pod)), &node, false);
     }
 
+    /// Records (or, with None, forgets) where a pending pod is nominated.
+    pub fn nominate(&mut self, info: Arc<PodInfo>, node: Option<&str>) {
+        self.unnominate(info.uid());
+        if let Some(node) = node.filter(|n| !n.is_empty()) {
+            self.nominated_node.insert(info.uid().to_string(), node.to_string());
+            self.nominated.entry(node.to_string()).or_default().push(info);
+        }
+    }
+
+    pub fn unnominate(&mut self, uid: &str) {
+        let Some(node) = self.nominated_node.remove(uid) else { return };
+        if let Some(list) = self.nominated.get_mut(&node) {
+            list.retain(|p| p.uid() != uid);
+            if list.is_empty() {
+                self.nominated.remove(&node);
+            }
+        }
+    }
+
+    pub fn nominated_to(&self, node: &str) -> &[Arc<PodInfo>] {
+        self.nominated.get(node).map(Vec::as_slice).unwrap_or_default()
+    }
+
+    /// `node` as a pod of priority `priority` must see it: with the pods nominated there
+    /// of at least that priority counted as if running (upstream's
+    /// RunFilterPluginsWithNominatedPods), or None when there are none.
+    pub fn with_nominated(&self, node: &NodeInfo, uid: &str, priority: i32) -> Option<NodeInfo> {
+        let mut extra = self
+            .nominated_to(&node.name)
+            .iter()
+            .filter(|p| p.uid() != uid && crate::preemption::priority(&p.pod) >= priority)
+            .peekable();
+        extra.peek()?;
+        let mut trial = node.clone();
+        for p in extra {
+            trial.add_pod(p.clone());
+        }
+        Some(trial)
+    }
+
     pub fn remove_pod(&mut self, uid: &str) {
         let Some(state) = self.pods.remove(uid) else { return };
         let Some(&i) = self.index.get(&state.node) else { return };
@@ -171,5 +215,21 @@ mod tests {
         assert!(cache.node("a").is_none());
         assert_eq!(cache.nodes().len(), 1);
         assert_eq!(cache.image_node_count("nginx:1.27"), 1);
+    }
+
+    #[test]
+    fn nominated_pods_count_for_pods_of_lower_or_equal_priority() {
+        let mut cache = Cache::default();
+        cache.set_node(node("a"));
+        let mut waiting = (*pod("w", "")).clone();
+        waiting.spec.as_mut().unwrap().priority = Some(10);
+        cache.nominate(Arc::new(PodInfo::new(Arc::new(waiting))), Some("a"));
+        let a = cache.node("a").unwrap();
+        let seen = cache.with_nominated(a, "other", 10).expect("equal priority sees it");
+        assert_eq!(seen.requested.milli_cpu, 1000);
+        assert!(cache.with_nominated(a, "other", 11).is_none(), "higher priority ignores it");
+        assert!(cache.with_nominated(a, "w", 0).is_none(), "a pod ignores its own nomination");
+        cache.unnominate("w");
+        assert!(cache.nominated_to("a").is_empty());
     }
 }

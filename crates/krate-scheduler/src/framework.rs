@@ -284,7 +284,12 @@ impl Algorithm {
             if node.node.is_none() {
                 continue;
             }
-            match pod.filter(profile, node) {
+            // Room promised to nominated pods of at least this priority is not free.
+            let result = match cache.with_nominated(node, pod.info.uid(), crate::preemption::priority(&pod.info.pod)) {
+                Some(trial) => pod.filter(profile, &trial).and_then(|()| pod.filter(profile, node)),
+                None => pod.filter(profile, node),
+            };
+            match result {
                 Ok(()) => feasible.push(node),
                 Err(failure) => {
                     for reason in &failure.reasons {

@@ -81,7 +81,7 @@ impl PodInfo {
 }
 
 /// A node and the pods on it (bound or assumed).
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct NodeInfo {
     pub name: String,
     /// None while pods name a node the scheduler has not seen (yet).

@@ -138,6 +138,7 @@ impl Scheduler {
                     None => {
                         let was_counted = self.cache.contains_pod(&uid);
                         self.cache.remove_pod(&uid);
+                        self.cache.unnominate(&uid);
                         self.queue.delete(&uid);
                         if was_counted {
                             self.queue.on_event(ClusterEvent::PodDeleted, now);
@@ -146,6 +147,7 @@ impl Scheduler {
                     Some(current) if node_name(&current).is_some() => {
                         let new = !self.cache.contains_pod(&uid) || self.cache.is_assumed(&uid);
                         self.queue.delete(&uid);
+                        self.cache.unnominate(&uid);
                         self.cache.update_bound_pod(current);
                         if new {
                             self.queue.on_event(ClusterEvent::PodAssigned, now);
@@ -155,7 +157,10 @@ impl Scheduler {
                         let ours = self.profiles.contains_key(scheduler_name(&current));
                         if !ours || current.metadata.deletion_timestamp.is_some() {
                             self.queue.delete(&uid);
+                            self.cache.unnominate(&uid);
                         } else if !self.cache.is_assumed(&uid) {
+                            let nominated = current.status.as_ref().and_then(|s| s.nominated_node_name.as_deref());
+                            self.cache.nominate(Arc::new(PodInfo::new(current.clone())), nominated);
                             let newly_gated = self.queue.place(&uid).is_none() && gated(&current);
                             self.queue.add_or_update(current.clone(), now);
                             if newly_gated {
@@ -207,6 +212,7 @@ impl Scheduler {
             Ok(node) => {
                 metrics::observe_attempt(&profile.scheduler_name, "scheduled", started);
                 self.queue.done(&uid);
+                self.cache.unnominate(&uid);
                 self.cache.add_pod(info, &node, true);
                 self.bind(client, pod, node, profile.scheduler_name.clone(), enqueued, attempts);
             }
@@ -227,6 +233,7 @@ impl Scheduler {
                                 scheduler: profile.scheduler_name.clone(),
                             });
                         }
+                        self.cache.nominate(info.clone(), Some(&candidate.node));
                         nominated = Some(candidate.node);
                     }
                 }
