@@ -211,6 +211,19 @@ fn pretty(items: &[(String, Quantity)]) -> String {
     items.iter().map(|(k, v)| format!("{k}={}", v.canonical())).collect::<Vec<_>>().join(",")
 }
 
+fn charged_on_update(group: &str, plural: &str) -> bool {
+    group.is_empty() && matches!(plural, "services" | "persistentvolumeclaims")
+}
+
+/// What `new` uses beyond `old`, only the positive parts (upstream's
+/// SubtractWithNonNegativeResult, then RemoveZeros).
+fn growth(new: &Usage, old: &Usage) -> Usage {
+    new.iter()
+        .map(|(k, v)| (k.clone(), old.get(k).map_or(*v, |o| v.sub(o))))
+        .filter(|(_, v)| !v.is_zero() && !v.is_negative())
+        .collect()
+}
+
 /// Checks one quota; Ok(Some(new status.used)) when it is to be charged.
 fn check(quota: &Value, delta: &Usage, plural: &str, obj: &Value) -> Result<Option<Value>, String> {
     let name = object::name(quota).to_string();
@@ -261,13 +274,21 @@ fn check(quota: &Value, delta: &Usage, plural: &str, obj: &Value) -> Result<Opti
 
 #[async_trait]
 impl Admission for ResourceQuota {
-    async fn validate(&self, attrs: &Attributes<'_>, obj: Option<&Value>, _old: Option<&Value>) -> ApiResult<()> {
-        let (Operation::Create, None, Some(ns), Some(obj)) = (attrs.operation, attrs.subresource, attrs.namespace, obj)
-        else {
-            return Ok(());
-        };
+    async fn validate(&self, attrs: &Attributes<'_>, obj: Option<&Value>, old: Option<&Value>) -> ApiResult<()> {
+        let (None, Some(ns), Some(obj)) = (attrs.subresource, attrs.namespace, obj) else { return Ok(()) };
         let r = attrs.resource;
-        let delta = usage(&r.group, &r.plural, obj);
+        let delta = match (attrs.operation, old) {
+            (Operation::Create, _) => usage(&r.group, &r.plural, obj),
+            // Updates are charged for what they add, as upstream's evaluators for services
+            // (a type change to NodePort or LoadBalancer) and claims (a larger request).
+            (Operation::Update, Some(old)) if charged_on_update(&r.group, &r.plural) => {
+                growth(&usage(&r.group, &r.plural, obj), &usage(&r.group, &r.plural, old))
+            }
+            _ => return Ok(()),
+        };
+        if delta.is_empty() {
+            return Ok(());
+        }
         let registry = self.registry.upgrade().ok_or_else(|| ApiError::internal("the registry is gone"))?;
         let resource = registry.table.lookup("", "v1", "resourcequotas").expect("resourcequotas are built in");
         let scope = Scope { resource, namespace: Some(ns.to_string()) };
@@ -319,6 +340,20 @@ mod tests {
 
     fn quota(hard: Value, used: Value) -> Value {
         json!({"metadata": {"name": "compute"}, "spec": {"hard": hard}, "status": {"hard": hard, "used": used}})
+    }
+
+    #[test]
+    fn updates_are_charged_for_growth_only() {
+        let claim =
+            |size: &str| json!({"metadata": {"name": "c"}, "spec": {"resources": {"requests": {"storage": size}}}});
+        let old = usage("", "persistentvolumeclaims", &claim("1Gi"));
+        let grown = growth(&usage("", "persistentvolumeclaims", &claim("3Gi")), &old);
+        assert_eq!(grown.get("requests.storage").map(|q| q.canonical()), Some("2Gi".to_string()));
+        assert!(!grown.contains_key("persistentvolumeclaims"), "the count did not change");
+        assert!(growth(&usage("", "persistentvolumeclaims", &claim("512Mi")), &old).is_empty());
+        let svc = |t: &str| json!({"metadata": {"name": "s"}, "spec": {"type": t, "ports": [{"port": 80}]}});
+        let grown = growth(&usage("", "services", &svc("NodePort")), &usage("", "services", &svc("ClusterIP")));
+        assert_eq!(grown.keys().collect::<Vec<_>>(), vec!["services.nodeports"]);
     }
 
     #[test]

@@ -196,6 +196,10 @@ impl Quantity {
         }
     }
 
+    pub fn sub(&self, other: &Quantity) -> Quantity {
+        self.add(&Quantity { mantissa: other.mantissa.saturating_neg(), ..*other })
+    }
+
     /// Whether the value is a whole number.
     pub fn is_integer(&self) -> bool {
         self.exponent >= 0 || pow10((-self.exponent) as u32).is_some_and(|p| self.mantissa % p == 0)

@@ -172,3 +172,34 @@ async fn creates_beyond_a_quota_are_refused() {
     // in flight): it succeeds within a short, bounded wait.
     eventually("b admitted", WAIT, || async { pods.create(&pp, &pod("b", Some("600m"))).await.ok() }).await;
 }
+
+#[tokio::test]
+async fn updates_are_charged_for_what_they_add() {
+    let mut cluster = TestCluster::start().await;
+    cluster.controllers(&["resourcequota"]);
+    let client = cluster.admin().await;
+    Api::<Namespace>::all(client.clone())
+        .create(&PostParams::default(), &create(json!({"metadata": {"name": NS}})))
+        .await
+        .unwrap();
+    let quotas: Api<ResourceQuota> = Api::namespaced(client.clone(), NS);
+    let services: Api<Service> = Api::namespaced(client.clone(), NS);
+    let pp = PostParams::default();
+    let hard = json!({"services.nodeports": "0", "services": "5"});
+    quotas.create(&pp, &create(json!({"metadata": {"name": "ports"}, "spec": {"hard": hard}}))).await.unwrap();
+    wait_used(&quotas, "ports", &[("services", "0")]).await;
+    let svc = json!({"metadata": {"name": "web"}, "spec": {"ports": [{"port": 80}], "selector": {"app": "web"}}});
+    services.create(&pp, &create(svc)).await.unwrap();
+    // ClusterIP to NodePort asks for a node port the quota does not have.
+    let patch = json!({"spec": {"type": "NodePort"}});
+    let err = services.patch("web", &PatchParams::default(), &Patch::Merge(&patch)).await.unwrap_err();
+    let kube::Error::Api(status) = err else { panic!("{err}") };
+    assert_eq!(status.code, 403);
+    assert_eq!(
+        status.message,
+        "services \"web\" is forbidden: exceeded quota: ports, requested: services.nodeports=1, used: services.nodeports=0, limited: services.nodeports=0"
+    );
+    // An update adding nothing the quota limits passes.
+    let patch = json!({"metadata": {"labels": {"tier": "front"}}});
+    services.patch("web", &PatchParams::default(), &Patch::Merge(&patch)).await.unwrap();
+}
