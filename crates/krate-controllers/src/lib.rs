@@ -84,6 +84,8 @@ pub struct Settings {
     pub node_eviction_rate: f64,
     /// Pod CIDRs nodes get their podCIDRs from (upstream's --cluster-cidr).
     pub cluster_cidrs: Vec<String>,
+    /// Service cluster IP ranges, kept out of node podCIDRs (--service-cluster-ip-range).
+    pub service_cidrs: Vec<String>,
     /// Prefix length of an IPv4 node's podCIDR (--node-cidr-mask-size[-ipv4]).
     pub node_cidr_mask_size_ipv4: u8,
     /// Prefix length of an IPv6 node's podCIDR (--node-cidr-mask-size-ipv6).
@@ -102,6 +104,7 @@ impl Default for Settings {
             node_monitor_grace_period: std::time::Duration::from_secs(40),
             node_eviction_rate: 0.1,
             cluster_cidrs: vec!["10.42.0.0/16".into()],
+            service_cidrs: vec!["10.43.0.0/16".into()],
             node_cidr_mask_size_ipv4: 24,
             node_cidr_mask_size_ipv6: 64,
         }

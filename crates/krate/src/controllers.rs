@@ -43,6 +43,7 @@ pub fn start(running: &Running, args: &crate::cli::ServerArgs) -> AbortOnDrop {
         node_monitor_grace_period: args.controllers.node_monitor_grace_period,
         node_eviction_rate: args.controllers.node_eviction_rate,
         cluster_cidrs: args.controllers.cluster_cidr.clone(),
+        service_cidrs: args.service_cluster_ip_range.split(',').map(|c| c.trim().to_string()).collect(),
         // --node-cidr-mask-size is for single-stack clusters, of either family.
         node_cidr_mask_size_ipv4: args
             .controllers

@@ -139,6 +139,29 @@ impl CidrSet {
         Ok(())
     }
 
+    /// Takes every node CIDR overlapping `range` out of use (upstream keeps the service
+    /// CIDR out of node podCIDRs so). A range of the other family overlaps nothing.
+    pub fn reserve(&mut self, range: &Cidr) {
+        if range.ip.is_ipv4() != self.cluster.ip.is_ipv4() {
+            return;
+        }
+        let width = bits(&self.cluster.ip);
+        let span = |c: &Cidr| {
+            let start = to_u128(&c.ip) & mask(width, c.prefix);
+            let size = if c.prefix == 0 { u128::MAX >> (128 - width) } else { (1u128 << (width - c.prefix)) - 1 };
+            (start, start.saturating_add(size))
+        };
+        let ((a0, a1), (b0, b1)) = (span(&self.cluster), span(range));
+        let (lo, hi) = (a0.max(b0), a1.min(b1));
+        if lo > hi {
+            return;
+        }
+        let shift = width - self.node_prefix;
+        for i in ((lo - a0) >> shift)..=((hi - a0) >> shift) {
+            self.used.insert(i);
+        }
+    }
+
     pub fn release(&mut self, cidr: &Cidr) -> Result<(), CidrError> {
         let i = self.index(cidr)?;
         self.used.remove(&i);
@@ -160,6 +183,21 @@ mod tests {
         set.release(&Cidr::parse("10.42.1.0/24").unwrap()).unwrap();
         assert_eq!(set.allocate().unwrap().to_string(), "10.42.1.0/24");
         assert!(set.occupy(&Cidr::parse("10.43.0.0/24").unwrap()).is_err());
+    }
+
+    #[test]
+    fn reserved_ranges_are_never_handed_out() {
+        let mut set = CidrSet::new(Cidr::parse("10.0.0.0/16").unwrap(), 24).unwrap();
+        set.reserve(&Cidr::parse("10.0.1.128/25").unwrap());
+        set.reserve(&Cidr::parse("10.0.2.0/23").unwrap());
+        set.reserve(&Cidr::parse("192.168.0.0/16").unwrap());
+        set.reserve(&Cidr::parse("fd00::/64").unwrap());
+        let got: Vec<String> = (0..3).map(|_| set.allocate().unwrap().to_string()).collect();
+        assert_eq!(got, ["10.0.0.0/24", "10.0.4.0/24", "10.0.5.0/24"]);
+        // A range containing the whole cluster CIDR leaves nothing.
+        let mut set = CidrSet::new(Cidr::parse("10.0.0.0/22").unwrap(), 24).unwrap();
+        set.reserve(&Cidr::parse("10.0.0.0/8").unwrap());
+        assert!(set.allocate().is_none());
     }
 
     #[test]

@@ -23,8 +23,15 @@ use cidr_set::{Cidr, CidrError, CidrSet};
 
 const NAME: &str = "node-ipam";
 
-/// One CidrSet per configured cluster CIDR, each with its family's node mask size.
+/// One CidrSet per configured cluster CIDR, each with its family's node mask size, the
+/// service CIDRs kept out.
 pub fn cidr_sets(settings: &Settings) -> Result<Vec<CidrSet>, CidrError> {
+    let services = settings
+        .service_cidrs
+        .iter()
+        .filter(|c| !c.trim().is_empty())
+        .map(|c| Cidr::parse(c))
+        .collect::<Result<Vec<_>, _>>()?;
     settings
         .cluster_cidrs
         .iter()
@@ -33,7 +40,11 @@ pub fn cidr_sets(settings: &Settings) -> Result<Vec<CidrSet>, CidrError> {
             let cidr = Cidr::parse(c)?;
             let size =
                 if cidr.is_ipv6() { settings.node_cidr_mask_size_ipv6 } else { settings.node_cidr_mask_size_ipv4 };
-            CidrSet::new(cidr, size)
+            let mut set = CidrSet::new(cidr, size)?;
+            for service in &services {
+                set.reserve(service);
+            }
+            Ok(set)
         })
         .collect()
 }
