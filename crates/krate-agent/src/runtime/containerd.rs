@@ -4,6 +4,8 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use tokio::process::{Child, Command};
@@ -88,6 +90,8 @@ fn toml_string(s: &str) -> String {
 
 /// Runs containerd and restarts it when it exits, until dropped (which kills it).
 pub struct Supervisor {
+    /// The running containerd's pid (0 between a death and its restart).
+    pub pid: Arc<AtomicU32>,
     stop: Option<oneshot::Sender<()>>,
     task: tokio::task::JoinHandle<()>,
 }
@@ -98,6 +102,8 @@ impl Supervisor {
         tokio::fs::create_dir_all(&layout.dir).await?;
         tokio::fs::write(&layout.config, config(&layout, sandbox_image)).await?;
         let mut child = spawn(&layout).await?;
+        let pid = Arc::new(AtomicU32::new(child.id().unwrap_or(0)));
+        let current = pid.clone();
         let (stop, mut stopped) = oneshot::channel();
         let task = tokio::spawn(async move {
             let mut delay = Duration::from_millis(200);
@@ -108,12 +114,16 @@ impl Supervisor {
                         return;
                     }
                     status = child.wait() => {
+                        current.store(0, Ordering::Relaxed);
                         tracing::error!(?status, log = %layout.log.display(), "containerd exited; restarting it");
                         tokio::time::sleep(delay).await;
                         // Back off a crash loop, but not beyond a few seconds: pods need it.
                         delay = (delay * 2).min(Duration::from_secs(5));
                         match spawn(&layout).await {
-                            Ok(c) => child = c,
+                            Ok(c) => {
+                                current.store(c.id().unwrap_or(0), Ordering::Relaxed);
+                                child = c;
+                            }
                             Err(error) => {
                                 tracing::error!(%error, "cannot restart containerd; retrying");
                                 // Keep the dead child: wait() on it returns at once.
@@ -123,7 +133,7 @@ impl Supervisor {
                 }
             }
         });
-        Ok(Supervisor { stop: Some(stop), task })
+        Ok(Supervisor { pid, stop: Some(stop), task })
     }
 }
 

@@ -125,7 +125,7 @@ struct Inner {
     cri: Cri,
     layout: Option<containerd::Layout>,
     /// Kills containerd when the last clone is dropped.
-    _containerd: Option<containerd::Supervisor>,
+    containerd: Option<containerd::Supervisor>,
 }
 
 /// The socket of the containerd the agent runs for `data_dir`.
@@ -166,7 +166,7 @@ impl PodRuntime {
             .await
             .map_err(|e| RuntimeError::Unreachable { socket: socket.clone(), message: e.message().to_string() })?;
         tracing::info!(version, socket = %socket.display(), "container runtime ready");
-        let runtime = PodRuntime { inner: Arc::new(Inner { config, cri, layout, _containerd: supervisor }) };
+        let runtime = PodRuntime { inner: Arc::new(Inner { config, cri, layout, containerd: supervisor }) };
         runtime.import_pause_image().await?;
         for file in images::tarballs_in(&agent_dir.join("images")).await.map_err(io("reading the images dir"))? {
             if let Err(error) = images::import(&socket, &file).await {
@@ -241,6 +241,13 @@ impl PodRuntime {
     /// The CRI client (for streaming, logs and stats on the agent's server).
     pub fn cri(&self) -> &Cri {
         &self.inner.cri
+    }
+
+    /// The pid of the containerd the agent supervises (None with an external runtime,
+    /// or while it is being restarted).
+    pub fn containerd_pid(&self) -> Option<u32> {
+        let pid = self.inner.containerd.as_ref()?.pid.load(std::sync::atomic::Ordering::Relaxed);
+        (pid != 0).then_some(pid)
     }
 
     /// The CRI socket in use.

@@ -156,6 +156,13 @@ impl Worker {
         if self.terminal {
             return Ok(None);
         }
+        // Finished before (this agent restarted since): never run it again.
+        if pod.status.as_ref().and_then(|s| s.phase.as_deref()).is_some_and(pod_status::is_terminal) {
+            self.terminal = true;
+            self.stop_containers(0, true).await;
+            self.stop_sandboxes(false).await;
+            return Ok(None);
+        }
         let spec = pod.spec.clone().unwrap_or_default();
         let sandbox = match self.ensure_sandbox(pod).await {
             Ok(s) => s,

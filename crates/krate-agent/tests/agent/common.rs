@@ -66,7 +66,8 @@ fn build_image(work: &Path, name: &str, out: &Path) {
 }
 
 pub struct TestNode {
-    pub cluster: TestCluster,
+    /// Kept for its API server, which the clients talk to.
+    _cluster: TestCluster,
     pub client: kube::Client,
     pub runtime: PodRuntime,
     pub config: RuntimeConfig,
@@ -98,7 +99,17 @@ impl TestNode {
         let run = runtime.clone();
         let agent_client = client.clone();
         let task = tokio::spawn(async move { run.run(agent_client, NODE).await });
-        TestNode { cluster, client, runtime, config, data, task }
+        TestNode { _cluster: cluster, client, runtime, config, data, task }
+    }
+
+    /// Stops the agent's pod loop and starts a new one, as an agent restart would
+    /// (containerd keeps running).
+    pub async fn restart_agent(&mut self) {
+        self.task.abort();
+        let _ = (&mut self.task).await;
+        let run = self.runtime.clone();
+        let client = self.client.clone();
+        self.task = tokio::spawn(async move { run.run(client, NODE).await });
     }
 
     pub fn pods(&self) -> Api<Pod> {

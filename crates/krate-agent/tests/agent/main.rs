@@ -5,3 +5,4 @@
 mod common;
 mod images;
 mod pods;
+mod restarts;
