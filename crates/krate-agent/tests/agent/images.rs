@@ -49,3 +49,16 @@ async fn import_without_a_running_agent_stages_the_tarball() {
     assert_eq!(outcome, ImportOutcome::Staged(dir.clone()));
     assert!(dir.join("krate.test_staged_1.tar").is_file());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_existing_cri_endpoint_is_used_as_is() {
+    let node = TestNode::start().await;
+    let data = tempfile::tempdir().unwrap();
+    let mut config = krate_agent::runtime::RuntimeConfig::new(data.path());
+    config.container_runtime_endpoint = Some(format!("unix://{}", node.runtime.endpoint().display()).into());
+    let external = krate_agent::runtime::PodRuntime::start(config).await.expect("runtime on the given endpoint");
+    assert_eq!(external.containerd_pid(), None, "no containerd of its own");
+    assert_eq!(external.endpoint(), node.runtime.endpoint());
+    assert!(external.runtime_version().await.unwrap().starts_with("containerd://"));
+    assert!(!data.path().join("agent/containerd").exists(), "no containerd config written");
+}
