@@ -223,6 +223,16 @@ pub fn compute(o: &Observed) -> PodStatus {
         .filter(|c| !owned.iter().any(|(t, ..)| *t == c.type_))
         .cloned()
         .collect();
+    // A pod the agent runs was scheduled, whoever bound it (upstream adds the condition too).
+    if !conditions.iter().any(|c| c.type_ == "PodScheduled") {
+        let since = before.get("PodScheduled").and_then(|c| c.last_transition_time.clone()).unwrap_or(Time(o.now));
+        conditions.push(PodCondition {
+            type_: "PodScheduled".into(),
+            status: "True".into(),
+            last_transition_time: Some(since),
+            ..Default::default()
+        });
+    }
     for (type_, ok, reason, message) in owned {
         let status = if ok { "True" } else { "False" };
         let since = before

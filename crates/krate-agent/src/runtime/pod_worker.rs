@@ -617,6 +617,12 @@ impl Worker {
         let started = std::time::Instant::now();
         self.stop_containers(grace, true).await;
         self.stop_sandboxes(true).await;
+        let logs = cri_config::pod_log_dir(&self.last_pod, &self.shared.node.log_dir);
+        if let Err(error) = tokio::fs::remove_dir_all(&logs).await
+            && error.kind() != std::io::ErrorKind::NotFound
+        {
+            tracing::warn!(pod = self.name(), %error, "pod log directory not removed");
+        }
         tracing::info!(pod = self.name(), grace, elapsed = ?started.elapsed(), "pod stopped and its sandbox removed");
     }
 

@@ -61,7 +61,7 @@ async fn busybox_pod_runs_ready_with_ip_env_and_working_dir() {
     assert_eq!(status.pod_ips.unwrap()[0].ip, ip);
     assert_eq!(status.host_ip.as_deref(), Some(node.config.node_ip.as_str()));
     assert!(status.start_time.is_some());
-    for wanted in ["PodReadyToStartContainers", "Initialized", "ContainersReady", "Ready"] {
+    for wanted in ["PodScheduled", "PodReadyToStartContainers", "Initialized", "ContainersReady", "Ready"] {
         assert_eq!(condition(&pod, wanted).as_deref(), Some("True"), "{wanted}");
     }
     let c = &statuses(&pod)[0];
@@ -192,7 +192,7 @@ async fn exit_codes_and_reasons_decide_the_phase() {
         "mixed",
         serde_json::json!({"restartPolicy": "Never", "containers": [
             {"name": "ok", "image": BUSYBOX, "command": ["true"]},
-            {"name": "bad", "image": BUSYBOX, "command": ["sh", "-c", "exit 7"]},
+            {"name": "bad", "image": BUSYBOX, "command": ["sh", "-c", "echo oops; exit 7"]},
         ]}),
     )
     .await;
@@ -209,6 +209,10 @@ async fn exit_codes_and_reasons_decide_the_phase() {
     assert_eq!((ok.exit_code, ok.reason.as_deref()), (0, Some("Completed")));
     assert_eq!((bad.exit_code, bad.reason.as_deref()), (7, Some("Error")));
     assert_eq!(by_name(&failed, "bad").restart_count, 0, "restartPolicy Never");
+    // The runtime writes container output under DATA_DIR/agent/pod-logs/NS_NAME_UID/CONTAINER/ATTEMPT.log.
+    let log = node.data.path().join(format!("agent/pod-logs/default_mixed_{}/bad/0.log", uid(&failed)));
+    let text = std::fs::read_to_string(&log).unwrap_or_else(|e| panic!("{}: {e}", log.display()));
+    assert!(text.contains("stdout F oops"), "{text}");
 
     let fine = node.wait_pod("fine", "pod Succeeded", QUICK, |p| (phase(p) == "Succeeded").then(|| p.clone())).await;
     let ready = fine.status.unwrap().conditions.unwrap().into_iter().find(|c| c.type_ == "Ready").unwrap();
@@ -285,6 +289,9 @@ async fn deletion_stops_containers_within_the_grace_period() {
     assert!(polite_took < Duration::from_secs(10), "TERM handled, yet took {polite_took:?}");
     for pod in [&stubborn, &polite] {
         assert_eq!(node.sandboxes_of(&uid(pod)).await, 0, "sandbox removed");
+        let name = pod.metadata.name.as_deref().unwrap();
+        let logs = node.data.path().join(format!("agent/pod-logs/default_{name}_{}", uid(pod)));
+        assert!(!logs.exists(), "pod logs removed with the pod");
         assert!(node.cri_containers(&uid(pod)).await.is_empty(), "containers removed");
     }
 }
