@@ -93,7 +93,6 @@ pub struct Supervisor {
     /// The running containerd's pid (0 between a death and its restart).
     pub pid: Arc<AtomicU32>,
     stop: Option<oneshot::Sender<()>>,
-    task: tokio::task::JoinHandle<()>,
 }
 
 impl Supervisor {
@@ -105,7 +104,7 @@ impl Supervisor {
         let pid = Arc::new(AtomicU32::new(child.id().unwrap_or(0)));
         let current = pid.clone();
         let (stop, mut stopped) = oneshot::channel();
-        let task = tokio::spawn(async move {
+        tokio::spawn(async move {
             let mut delay = Duration::from_millis(200);
             loop {
                 tokio::select! {
@@ -133,7 +132,7 @@ impl Supervisor {
                 }
             }
         });
-        Ok(Supervisor { pid, stop: Some(stop), task })
+        Ok(Supervisor { pid, stop: Some(stop) })
     }
 }
 
@@ -142,8 +141,8 @@ impl Drop for Supervisor {
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
         }
-        // The task kills the child; if the runtime is gone, kill_on_drop does.
-        let _ = &self.task;
+        // The task kills the child; if the async runtime is already gone, the task
+        // is dropped with it and kill_on_drop does.
     }
 }
 

@@ -43,7 +43,7 @@ async fn containerd_restart_keeps_pods_and_serves_again() {
     let before = node.wait_pod("survivor", "pod running", QUICK, running_container).await;
     let old = node.runtime.containerd_pid().expect("supervised containerd");
     // The containerd this test's runtime started, by its pid.
-    let killed = std::process::Command::new("kill").args(["-9", &old.to_string()]).status().unwrap();
+    let killed = std::process::Command::new("sh").args(["-c", &format!("kill -9 {old}")]).status().unwrap();
     assert!(killed.success());
     let new = crate::common::eventually_async("containerd restarted", QUICK, || async {
         node.runtime.containerd_pid().filter(|p| *p != old)
