@@ -7,6 +7,9 @@ packages=(
     protobuf-compiler       # protoc, for the gRPC clients (etcd, CRI)
     libprotobuf-dev         # protoc's well-known types (google/protobuf/*.proto)
     pkg-config ca-certificates
+    # the node agent's runtime (containerd with runc, CNI plugins in /usr/lib/cni),
+    # its pause image (static busybox), and the agent tests' image builder (umoci)
+    containerd runc containernetworking-plugins busybox-static umoci iptables iproute2
 )
 # The end-to-end tests run the Python client; Debian's python3 if the machine has none.
 command -v python3 >/dev/null 2>&1 || packages+=(python3 python3-pip)

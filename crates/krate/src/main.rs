@@ -35,7 +35,7 @@ fn main() -> ExitCode {
             Command::SimulateNodes(args) => simulate::run(args).await,
             Command::Scheduler(args) => scheduler::run(args).await,
             Command::Agent(_) => not_available("agent", "the node agent"),
-            Command::Images(ImagesCommand::Import(_)) => not_available("images import", "the node agent"),
+            Command::Images(ImagesCommand::Import(args)) => import_images(args).await,
             Command::Version => {
                 println!("krate {} (Kubernetes API {KUBERNETES_VERSION})", env!("CARGO_PKG_VERSION"));
                 Ok(())
@@ -49,6 +49,22 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// `krate images import`: into the node's running containerd, or staged for the agent's next start.
+async fn import_images(args: cli::ImportArgs) -> anyhow::Result<()> {
+    use krate_agent::runtime::{ImportOutcome, import_images};
+    match import_images(&args.data_dir, &args.files).await? {
+        ImportOutcome::Imported => println!("imported {} image tarball(s)", args.files.len()),
+        ImportOutcome::Staged(dir) => {
+            println!(
+                "no agent is running for {}; copied to {} for import at its start",
+                args.data_dir.display(),
+                dir.display()
+            )
+        }
+    }
+    Ok(())
 }
 
 /// A subcommand whose component has not landed yet says so instead of pretending.
