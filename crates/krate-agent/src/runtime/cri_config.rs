@@ -179,49 +179,24 @@ pub fn sandbox_config(pod: &Pod, attempt: u32, node: &NodeSettings) -> cri::PodS
     }
 }
 
-/// A quantity as a float (cpu in cores, memory in bytes); None if unparseable.
-pub fn quantity(q: &str) -> Option<f64> {
-    let q = q.trim();
-    let split = q.find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '+' || c == '-')).unwrap_or(q.len());
-    let (number, suffix) = q.split_at(split);
-    let n: f64 = number.parse().ok()?;
-    let scale = match suffix {
-        "" => 1.0,
-        "m" => 1e-3,
-        "k" => 1e3,
-        "M" => 1e6,
-        "G" => 1e9,
-        "T" => 1e12,
-        "P" => 1e15,
-        "E" => 1e18,
-        "Ki" => 1024.0,
-        "Mi" => 1024f64.powi(2),
-        "Gi" => 1024f64.powi(3),
-        "Ti" => 1024f64.powi(4),
-        "Pi" => 1024f64.powi(5),
-        "Ei" => 1024f64.powi(6),
-        s if s.starts_with(['e', 'E']) => 10f64.powi(s[1..].parse().ok()?),
-        _ => return None,
-    };
-    Some(n * scale)
-}
-
 /// cgroupfs resources from requests and limits, as the kubelet computes them.
 pub fn resources(container: &Container) -> cri::LinuxContainerResources {
     let res = container.resources.clone().unwrap_or_default();
     let get =
         |list: &Option<std::collections::BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>>,
-         name: &str| list.as_ref().and_then(|l| l.get(name)).and_then(|q| quantity(&q.0));
-    let cpu_request = get(&res.requests, "cpu").or(get(&res.limits, "cpu"));
-    let cpu_limit = get(&res.limits, "cpu");
-    let memory_limit = get(&res.limits, "memory");
+         name: &str| {
+            list.as_ref().and_then(|l| l.get(name)).and_then(|q| krate_api::kinds::quantity::Quantity::parse(&q.0).ok())
+        };
+    let milli_cpu_request = get(&res.requests, "cpu").or(get(&res.limits, "cpu")).map(|q| q.milli_value());
+    let milli_cpu_limit = get(&res.limits, "cpu").map(|q| q.milli_value());
+    let memory_limit = get(&res.limits, "memory").map(|q| q.value());
     const PERIOD: i64 = 100_000;
     cri::LinuxContainerResources {
-        cpu_period: if cpu_limit.is_some() { PERIOD } else { 0 },
-        cpu_quota: cpu_limit.map_or(0, |c| ((c * PERIOD as f64).ceil() as i64).max(1000)),
-        // Shares: 1024 per core, at least 2 (upstream's MinShares).
-        cpu_shares: cpu_request.map_or(2, |c| ((c * 1024.0).round() as i64).max(2)),
-        memory_limit_in_bytes: memory_limit.map_or(0, |m| m as i64),
+        cpu_period: if milli_cpu_limit.is_some() { PERIOD } else { 0 },
+        // upstream's milliCPUToQuota (at least 1 ms) and milliCPUToShares (at least 2).
+        cpu_quota: milli_cpu_limit.map_or(0, |m| (m.saturating_mul(PERIOD) / 1000).max(1000)),
+        cpu_shares: milli_cpu_request.map_or(2, |m| (m.saturating_mul(1024) / 1000).max(2)),
+        memory_limit_in_bytes: memory_limit.unwrap_or(0),
         ..Default::default()
     }
 }
@@ -328,8 +303,5 @@ mod tests {
         let r = resources(&p.spec.unwrap().containers[0]);
         assert_eq!((r.cpu_shares, r.cpu_quota, r.cpu_period), (256, 50_000, 100_000));
         assert_eq!(r.memory_limit_in_bytes, 64 * 1024 * 1024);
-        assert_eq!(quantity("1.5"), Some(1.5));
-        assert_eq!(quantity("1e3"), Some(1000.0));
-        assert_eq!(quantity("x"), None);
     }
 }

@@ -196,6 +196,28 @@ impl Quantity {
         }
     }
 
+    /// The value in units of 10^`scale`, rounded up and saturating (`ScaledValue`).
+    pub fn scaled_value(&self, scale: i32) -> i64 {
+        let mut q = *self;
+        q.round_up(scale);
+        let shifted = match u32::try_from(q.exponent - scale).ok().and_then(pow10) {
+            Some(p) => q.mantissa.saturating_mul(p),
+            None if q.mantissa == 0 => 0,
+            None => q.mantissa.signum() * i128::MAX,
+        };
+        shifted.clamp(i64::MIN as i128, i64::MAX as i128) as i64
+    }
+
+    /// Thousandths, rounded up (`MilliValue`: millicores of cpu).
+    pub fn milli_value(&self) -> i64 {
+        self.scaled_value(-3)
+    }
+
+    /// Whole units, rounded up (`Value`: bytes of memory).
+    pub fn value(&self) -> i64 {
+        self.scaled_value(0)
+    }
+
     pub fn sub(&self, other: &Quantity) -> Quantity {
         self.add(&Quantity { mantissa: other.mantissa.saturating_neg(), ..*other })
     }
@@ -331,5 +353,17 @@ mod tests {
         r.round_up(-3);
         assert_eq!(r.canonical(), "1m");
         assert!(q("2").is_integer() && !q("1500m").is_integer());
+    }
+
+    #[test]
+    fn scaled_values_round_up_and_saturate() {
+        assert_eq!(Quantity::parse("250m").unwrap().milli_value(), 250);
+        assert_eq!(Quantity::parse("1.5").unwrap().milli_value(), 1500);
+        assert_eq!(Quantity::parse("0.1").unwrap().milli_value(), 100);
+        assert_eq!(Quantity::parse("1n").unwrap().milli_value(), 1);
+        assert_eq!(Quantity::parse("128Mi").unwrap().value(), 134_217_728);
+        assert_eq!(Quantity::parse("1e3").unwrap().value(), 1000);
+        assert_eq!(Quantity::parse("1500m").unwrap().value(), 2);
+        assert_eq!(Quantity::parse("9E").unwrap().milli_value(), i64::MAX);
     }
 }

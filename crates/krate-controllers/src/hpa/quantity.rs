@@ -3,32 +3,7 @@
 
 /// The quantity in thousandths, rounded up as MilliValue does; None if malformed.
 pub fn milli(q: &str) -> Option<i64> {
-    let q = q.trim();
-    let split = q.find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '+' || c == '-')).unwrap_or(q.len());
-    let (number, suffix) = q.split_at(split);
-    let number: f64 = number.parse().ok()?;
-    let factor: f64 = match suffix {
-        "" => 1.0,
-        "m" => 1e-3,
-        "k" => 1e3,
-        "M" => 1e6,
-        "G" => 1e9,
-        "T" => 1e12,
-        "P" => 1e15,
-        "E" => 1e18,
-        "Ki" => 1024.0,
-        "Mi" => 1024f64.powi(2),
-        "Gi" => 1024f64.powi(3),
-        "Ti" => 1024f64.powi(4),
-        "Pi" => 1024f64.powi(5),
-        "Ei" => 1024f64.powi(6),
-        e if e.starts_with(['e', 'E']) => 10f64.powi(e[1..].parse().ok()?),
-        _ => return None,
-    };
-    let value = number * factor * 1000.0;
-    // Round away float noise before rounding up ("0.1" * 1000 is 100.00000000000001).
-    let nearest = value.round();
-    Some(if (value - nearest).abs() < 1e-6 { nearest } else { value.ceil() } as i64)
+    krate_api::kinds::quantity::Quantity::parse(q.trim()).ok().map(|q| q.milli_value())
 }
 
 /// A milli value as a canonical DecimalSI quantity string ("1500m", "2", "3k").
