@@ -110,9 +110,9 @@ impl Caller {
         let transport = |reason: String| CallError::Transport { url: url.clone(), reason };
         let exchange = async {
             let addr = format!("{}:{}", bracket(&dest.host), dest.port);
-            let tcp = tokio::net::TcpStream::connect((dest.host.as_str(), dest.port)).await.map_err(|e| {
-                transport(format!("dial tcp {addr}: connect: {}", go_io_error(&e)))
-            })?;
+            let tcp = tokio::net::TcpStream::connect((dest.host.as_str(), dest.port))
+                .await
+                .map_err(|e| transport(format!("dial tcp {addr}: connect: {}", go_io_error(&e))))?;
             let name = ServerName::try_from(dest.server_name.clone())
                 .map_err(|e| transport(format!("invalid server name {:?}: {e}", dest.server_name)))?;
             let stream = tokio_rustls::TlsConnector::from(tls)
@@ -206,7 +206,9 @@ mod tests {
         let msg = err.unwrap_err().to_string();
         assert_eq!(
             msg,
-            format!("Post \"https://127.0.0.1:{port}/v?timeout=3s\": dial tcp 127.0.0.1:{port}: connect: connection refused")
+            format!(
+                "Post \"https://127.0.0.1:{port}/v?timeout=3s\": dial tcp 127.0.0.1:{port}: connect: connection refused"
+            )
         );
     }
 

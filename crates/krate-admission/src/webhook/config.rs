@@ -126,7 +126,10 @@ pub fn parse(configuration: &Value, mutating: bool) -> Vec<Hook> {
                 rules,
                 ignore_failures: str_or(h, "failurePolicy", "Fail") == "Ignore",
                 equivalent_match: str_or(h, "matchPolicy", "Equivalent") == "Equivalent",
-                namespace_selector: h.get("namespaceSelector").cloned().unwrap_or_else(|| Value::Object(Default::default())),
+                namespace_selector: h
+                    .get("namespaceSelector")
+                    .cloned()
+                    .unwrap_or_else(|| Value::Object(Default::default())),
                 object_selector: h.get("objectSelector").cloned().unwrap_or_else(|| Value::Object(Default::default())),
                 side_effects: str_or(h, "sideEffects", "").to_string(),
                 timeout: Duration::from_secs(timeout),

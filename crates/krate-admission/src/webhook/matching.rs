@@ -137,10 +137,8 @@ pub async fn namespace_selector_matches(
     if is_namespace {
         return Ok(selector.matches(labels(obj.or(old))));
     }
-    let namespaces = registry
-        .table
-        .lookup("", "v1", "namespaces")
-        .ok_or_else(|| ApiError::internal("namespaces are not served"))?;
+    let namespaces =
+        registry.table.lookup("", "v1", "namespaces").ok_or_else(|| ApiError::internal("namespaces are not served"))?;
     let namespace = registry
         .get_cached_or_live(&Scope { resource: namespaces, namespace: None }, ns.unwrap_or_default())
         .await
@@ -168,12 +166,7 @@ mod tests {
         clone_info(&table.lookup("", "v1", "pods").unwrap())
     }
 
-    fn attrs<'a>(
-        r: &'a ResourceInfo,
-        sub: Option<&'a str>,
-        ns: Option<&'a str>,
-        user: &'a UserInfo,
-    ) -> Attributes<'a> {
+    fn attrs<'a>(r: &'a ResourceInfo, sub: Option<&'a str>, ns: Option<&'a str>, user: &'a UserInfo) -> Attributes<'a> {
         Attributes {
             operation: Operation::Create,
             resource: r,

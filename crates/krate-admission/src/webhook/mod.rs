@@ -165,8 +165,9 @@ impl Dispatcher {
                 hook.name
             ))));
         }
-        let version =
-            hook.review_version().ok_or_else(|| calling("webhook does not accept known AdmissionReview versions".into()))?;
+        let version = hook
+            .review_version()
+            .ok_or_else(|| calling("webhook does not accept known AdmissionReview versions".into()))?;
         let (obj, old) = if inv.converts(attrs) {
             let to = inv.resource.api_version();
             (obj.map(|o| conversion::convert(o.clone(), &to)), old.map(|o| conversion::convert(o.clone(), &to)))
@@ -297,7 +298,8 @@ mod tests {
 
     #[test]
     fn refusals_read_as_upstream_formats_them() {
-        let e = denial("deny.example.com", Some(&json!({"message": "no pods today", "code": 403, "reason": "Forbidden"})));
+        let e =
+            denial("deny.example.com", Some(&json!({"message": "no pods today", "code": 403, "reason": "Forbidden"})));
         assert_eq!(e.message, "admission webhook \"deny.example.com\" denied the request: no pods today");
         assert_eq!((e.code, e.reason), (403, "Forbidden"));
         let e = denial("d.example.com", None);

@@ -38,7 +38,13 @@ impl MutatingAdmissionWebhook {
         let response = match self.dispatcher.call(inv, attrs, obj.as_deref(), old).await {
             Ok(r) => r,
             Err(failure @ Failure::Calling { .. }) if hook.ignore_failures => {
-                fail_open("admit", hook, &failure, attrs, format!("failed-open.mutation.webhook.admission.k8s.io/{key}"));
+                fail_open(
+                    "admit",
+                    hook,
+                    &failure,
+                    attrs,
+                    format!("failed-open.mutation.webhook.admission.k8s.io/{key}"),
+                );
                 self.annotate_mutation(attrs, inv, &key, false);
                 return Ok(false);
             }

@@ -7,8 +7,8 @@
 use rand::seq::IndexedRandom;
 use serde_json::Value;
 
-use krate_api::registry::Scope;
 use krate_api::Registry;
+use krate_api::registry::Scope;
 
 use super::client::Destination;
 use super::config::Endpoint;
@@ -56,7 +56,8 @@ async fn get(registry: &Registry, plural: &str, namespace: &str, name: &str) -> 
 
 /// Upstream's ResolveEndpoint.
 async fn service_address(registry: &Registry, namespace: &str, name: &str, port: u16) -> Result<(String, u16), String> {
-    let svc = get(registry, "services", namespace, name).await?.ok_or_else(|| format!("service \"{name}\" not found"))?;
+    let svc =
+        get(registry, "services", namespace, name).await?.ok_or_else(|| format!("service \"{name}\" not found"))?;
     let spec = svc.get("spec").cloned().unwrap_or(Value::Null);
     if spec.get("type").and_then(Value::as_str) == Some("ExternalName") {
         let external = spec.get("externalName").and_then(Value::as_str).unwrap_or("");

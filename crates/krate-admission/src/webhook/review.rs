@@ -132,7 +132,9 @@ pub fn verify(uid: &str, version: &str, mutating: bool, body: &[u8]) -> Result<R
     }
     let patch = match r.get("patch").and_then(Value::as_str).filter(|p| !p.is_empty()) {
         Some(p) => Some(
-            base64::engine::general_purpose::STANDARD.decode(p).map_err(|e| format!("couldn't decode the response: {e}"))?,
+            base64::engine::general_purpose::STANDARD
+                .decode(p)
+                .map_err(|e| format!("couldn't decode the response: {e}"))?,
         ),
         None => None,
     };
@@ -183,8 +185,10 @@ mod tests {
     use super::*;
 
     fn answer(response: Value) -> Vec<u8> {
-        serde_json::to_vec(&json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": response}))
-            .unwrap()
+        serde_json::to_vec(
+            &json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": response}),
+        )
+        .unwrap()
     }
 
     #[test]
@@ -193,8 +197,13 @@ mod tests {
         assert!(ok.allowed && ok.warnings == ["w"]);
         let e = verify("u", "v1", true, &answer(json!({"uid": "x", "allowed": true}))).unwrap_err();
         assert_eq!(e, "expected response.uid=\"u\", got \"x\"");
-        let e = verify("u", "v1", false, &answer(json!({"uid": "u", "allowed": true, "patch": "W10=", "patchType": "JSONPatch"})))
-            .unwrap_err();
+        let e = verify(
+            "u",
+            "v1",
+            false,
+            &answer(json!({"uid": "u", "allowed": true, "patch": "W10=", "patchType": "JSONPatch"})),
+        )
+        .unwrap_err();
         assert_eq!(e, "validating webhook may not return response.patch");
         let e = verify("u", "v1", true, &answer(json!({"uid": "u", "allowed": true, "patch": "W10="}))).unwrap_err();
         assert_eq!(e, "webhook returned response.patch but not response.patchType");

@@ -9,9 +9,7 @@ use serde_json::{Value, json};
 
 use super::{array_of, each_mut, has, int_of, set_default, str_of};
 use crate::error::Cause;
-use crate::validation::{
-    dns1123_subdomain_errors, invalid_int, invalid_raw, invalid_str, validate_label_selector,
-};
+use crate::validation::{dns1123_subdomain_errors, invalid_int, invalid_raw, invalid_str, validate_label_selector};
 
 /// AdmissionReview versions this server speaks (upstream's AcceptedAdmissionReviewVersions).
 pub const ACCEPTED_REVIEW_VERSIONS: &[&str] = &["v1", "v1beta1"];
@@ -162,8 +160,10 @@ fn validate_webhook(hook: &Value, mutating: bool, req: &Requirements, at: &str) 
     let side_effects: &[&str] =
         if req.no_side_effects { SIDE_EFFECTS_NONE } else { &["None", "NoneOnDryRun", "Some", "Unknown"] };
     match hook.get("sideEffects").filter(|v| !v.is_null()) {
-        None => causes
-            .push(Cause::required(format!("{at}.sideEffects"), format!("must specify one of {}", side_effects.join(", ")))),
+        None => causes.push(Cause::required(
+            format!("{at}.sideEffects"),
+            format!("must specify one of {}", side_effects.join(", ")),
+        )),
         Some(v) => {
             let s = v.as_str().unwrap_or("");
             if !side_effects.contains(&s) {
@@ -174,7 +174,11 @@ fn validate_webhook(hook: &Value, mutating: bool, req: &Requirements, at: &str) 
     if let Some(t) = int_of(hook, "timeoutSeconds")
         && !(1..=30).contains(&t)
     {
-        causes.push(invalid_int(format!("{at}.timeoutSeconds"), t, "the timeout value must be between 1 and 30 seconds"));
+        causes.push(invalid_int(
+            format!("{at}.timeoutSeconds"),
+            t,
+            "the timeout value must be between 1 and 30 seconds",
+        ));
     }
     for sel in ["namespaceSelector", "objectSelector"] {
         if let Some(s) = hook.get(sel).filter(|v| !v.is_null()) {
@@ -296,10 +300,18 @@ fn validate_resources(resources: &[Value], at: &str) -> Vec<Cause> {
             continue;
         };
         if with_wildcard_sub.contains(res) {
-            causes.push(invalid_str(format!("{at}[{i}]"), rs, format!("if '{res}/*' is present, must not specify {rs}")));
+            causes.push(invalid_str(
+                format!("{at}[{i}]"),
+                rs,
+                format!("if '{res}/*' is present, must not specify {rs}"),
+            ));
         }
         if sub_with_wildcard_res.contains(sub) {
-            causes.push(invalid_str(format!("{at}[{i}]"), rs, format!("if '*/{sub}' is present, must not specify {rs}")));
+            causes.push(invalid_str(
+                format!("{at}[{i}]"),
+                rs,
+                format!("if '*/{sub}' is present, must not specify {rs}"),
+            ));
         }
         if sub == "*" {
             with_wildcard_sub.insert(res);
