@@ -142,13 +142,16 @@ pub fn parse(configuration: &Value, mutating: bool) -> Vec<Hook> {
         .collect()
 }
 
+/// Every webhook of one configuration resource, in order.
+pub type Hooks = Arc<Vec<Arc<Hook>>>;
+
 /// The parsed webhooks of one configuration resource, kept up to date.
 pub struct Source {
     registry: Weak<Registry>,
     plural: &'static str,
     mutating: bool,
     /// (name, resourceVersion) of each configuration parsed, and the result.
-    cached: Mutex<(Vec<(String, String)>, Arc<Vec<Arc<Hook>>>)>,
+    cached: Mutex<(Vec<(String, String)>, Hooks)>,
 }
 
 impl Source {
@@ -166,7 +169,7 @@ impl Source {
     }
 
     /// Every webhook, in upstream's order.
-    pub async fn hooks(&self) -> ApiResult<Arc<Vec<Arc<Hook>>>> {
+    pub async fn hooks(&self) -> ApiResult<Hooks> {
         let registry = self.registry.upgrade().ok_or_else(|| ApiError::internal("the registry is gone"))?;
         let Some(resource) = registry.table.lookup(GROUP, "v1", self.plural) else {
             return Ok(Arc::new(Vec::new()));
@@ -187,8 +190,7 @@ impl Source {
                 return Ok(cached.1.clone());
             }
         }
-        let hooks: Arc<Vec<Arc<Hook>>> =
-            Arc::new(configs.iter().flat_map(|c| parse(c, self.mutating)).map(Arc::new).collect());
+        let hooks: Hooks = Arc::new(configs.iter().flat_map(|c| parse(c, self.mutating)).map(Arc::new).collect());
         tracing::debug!(resource = self.plural, webhooks = hooks.len(), "webhook configurations reloaded");
         *self.cached.lock() = (versions, hooks.clone());
         Ok(hooks)
