@@ -165,9 +165,10 @@ fn kubectl_sees_webhook_mutations_refusals_and_warnings() {
     assert!(!out.status.success());
     let err = stderr(&out);
     assert!(err.contains("Warning: the test webhook looked at forbidden-config"), "{err}");
+    // `kubectl create configmap` words refusals itself (as against upstream's server).
     assert!(
         err.contains(
-            "Error from server (Forbidden): admission webhook \"deny.example.com\" denied the request: \
+            "error: failed to create configmap: admission webhook \"deny.example.com\" denied the request: \
              forbidden-config is not welcome"
         ),
         "{err}"
