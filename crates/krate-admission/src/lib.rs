@@ -13,6 +13,7 @@ pub mod pod_security;
 pub mod priority;
 pub mod resource_quota;
 pub mod service_account;
+pub mod webhook;
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -32,6 +33,7 @@ pub use pod_security::{PodSecurity, PodSecurityConfig};
 pub use priority::Priority;
 pub use resource_quota::ResourceQuota;
 pub use service_account::ServiceAccount;
+pub use webhook::{MutatingAdmissionWebhook, ValidatingAdmissionWebhook};
 
 /// Upstream's plugin order (kube-apiserver's AllOrderedPlugins), whichever are enabled:
 /// later security and extensibility plugins take their place in this list.
@@ -111,8 +113,8 @@ impl Chain {
 
     /// The server's default chain: NamespaceLifecycle, then `validators` (plugins of other
     /// components, such as RBAC's escalation check), ServiceAccount, NodeRestriction,
-    /// PodSecurity, Priority, DefaultTolerationSeconds, DefaultStorageClass and ResourceQuota,
-    /// PodSecurity configured from the
+    /// PodSecurity, Priority, DefaultTolerationSeconds, DefaultStorageClass, the admission
+    /// webhooks and ResourceQuota, PodSecurity configured from the
     /// admission configuration file.
     pub fn standard(
         registry: &Arc<Registry>,
@@ -133,6 +135,8 @@ impl Chain {
             ("DefaultTolerationSeconds", Arc::new(DefaultTolerationSeconds::default())),
             ("DefaultStorageClass", Arc::new(DefaultStorageClass::new(registry))),
             ("ResourceQuota", Arc::new(ResourceQuota::new(registry))),
+            ("MutatingAdmissionWebhook", Arc::new(MutatingAdmissionWebhook::new(registry))),
+            ("ValidatingAdmissionWebhook", Arc::new(ValidatingAdmissionWebhook::new(registry))),
         ])?;
         // Not upstream admission plugins (RBAC's check lives in its registry there), so
         // outside the ordered list: right after NamespaceLifecycle.

@@ -44,3 +44,46 @@ pub fn operation(op: krate_api::admission::Operation) -> &'static str {
         Connect => "connect",
     }
 }
+
+/// Time each admission webhook call takes, by webhook, operation, outcome and type
+/// ("admit" for mutating, "validating").
+pub static WEBHOOK_DURATION: LazyLock<HistogramVec> = LazyLock::new(|| {
+    register_histogram_vec!(
+        "apiserver_admission_webhook_admission_duration_seconds",
+        "Admission webhook latency histogram in seconds, identified by name and broken out for each operation and API resource and type (validate or admit).",
+        &["name", "operation", "rejected", "type"],
+        vec![0.005, 0.025, 0.1, 0.5, 1.0, 2.5, 10.0, 25.0]
+    )
+    .expect("metric registers once")
+});
+
+/// Webhook calls by HTTP-like outcome code (200 for an answer, the webhook's code for a
+/// refusal, 0 when it could not be reached).
+pub static WEBHOOK_REQUESTS: LazyLock<IntCounterVec> = LazyLock::new(|| {
+    register_int_counter_vec!(
+        "apiserver_admission_webhook_request_total",
+        "Admission webhook request total, identified by name and broken out for each admission type (validating or mutating) and operation.",
+        &["name", "type", "operation", "code", "rejected"]
+    )
+    .expect("metric registers once")
+});
+
+/// Requests a webhook rejected, and why (calling_webhook_error, no_error, apiserver_internal_error).
+pub static WEBHOOK_REJECTIONS: LazyLock<IntCounterVec> = LazyLock::new(|| {
+    register_int_counter_vec!(
+        "apiserver_admission_webhook_rejection_count",
+        "Admission webhook rejection count, identified by name and broken out for each admission type (validating or admit) and operation.",
+        &["name", "type", "operation", "error_type", "rejection_code"]
+    )
+    .expect("metric registers once")
+});
+
+/// Webhooks that could not be called and were ignored (failurePolicy Ignore).
+pub static WEBHOOK_FAIL_OPEN: LazyLock<IntCounterVec> = LazyLock::new(|| {
+    register_int_counter_vec!(
+        "apiserver_admission_webhook_fail_open_count",
+        "Admission webhook fail open count, identified by name and broken out for each admission type (validating or admit).",
+        &["name", "type"]
+    )
+    .expect("metric registers once")
+});

@@ -659,6 +659,16 @@ fn validated_kind(group: &str, kind: &str) -> Option<Kind> {
             validate_update: storage::validate_storage_class_update,
             ..Kind::BASE
         },
+        ("admissionregistration.k8s.io", "MutatingWebhookConfiguration") => Kind {
+            defaults: kinds::webhooks::default_mutating,
+            validate: kinds::webhooks::validate_mutating,
+            ..Kind::GENERATIONAL
+        },
+        ("admissionregistration.k8s.io", "ValidatingWebhookConfiguration") => Kind {
+            defaults: kinds::webhooks::default_validating,
+            validate: kinds::webhooks::validate_validating,
+            ..Kind::GENERATIONAL
+        },
         _ => return None,
     };
     Some(k)

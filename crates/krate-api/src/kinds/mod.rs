@@ -24,6 +24,7 @@ pub mod quantity;
 pub mod rbac;
 pub mod storage;
 pub mod warnings;
+pub mod webhooks;
 
 use serde_json::{Map, Value, json};
 

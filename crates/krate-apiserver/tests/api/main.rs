@@ -4,6 +4,7 @@
 mod common;
 
 mod api_admission;
+mod api_admission_webhooks;
 mod api_audit;
 mod api_authn;
 mod api_cache_reads;
