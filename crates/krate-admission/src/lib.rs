@@ -14,6 +14,7 @@ pub mod priority;
 pub mod resource_quota;
 pub mod service_account;
 pub mod webhook;
+pub mod validating_policy;
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -34,6 +35,7 @@ pub use priority::Priority;
 pub use resource_quota::ResourceQuota;
 pub use service_account::ServiceAccount;
 pub use webhook::{MutatingAdmissionWebhook, ValidatingAdmissionWebhook};
+pub use validating_policy::ValidatingAdmissionPolicy;
 
 /// Upstream's plugin order (kube-apiserver's AllOrderedPlugins), whichever are enabled:
 /// later security and extensibility plugins take their place in this list.
@@ -137,6 +139,7 @@ impl Chain {
             ("ResourceQuota", Arc::new(ResourceQuota::new(registry))),
             ("MutatingAdmissionWebhook", Arc::new(MutatingAdmissionWebhook::new(registry))),
             ("ValidatingAdmissionWebhook", Arc::new(ValidatingAdmissionWebhook::new(registry))),
+            ("ValidatingAdmissionPolicy", Arc::new(ValidatingAdmissionPolicy::new(registry))),
         ])?;
         // Not upstream admission plugins (RBAC's check lives in its registry there), so
         // outside the ordered list: right after NamespaceLifecycle.
