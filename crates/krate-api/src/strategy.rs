@@ -113,6 +113,11 @@ pub trait Strategy: Send + Sync {
     fn openapi_schema(&self) -> Option<&Value> {
         None
     }
+    /// The structural schema server-side apply merges by (custom resources' list and
+    /// map types); None: the generated schema facts of the kind.
+    fn structural_schema(&self) -> Option<&crate::crd::schema::Schema> {
+        None
+    }
 }
 
 /// A custom resource's scale subresource paths, as JSON pointers.

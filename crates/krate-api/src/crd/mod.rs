@@ -125,6 +125,9 @@ impl Strategy for CustomResource {
     fn openapi_schema(&self) -> Option<&Value> {
         self.raw_schema.as_ref()
     }
+    fn structural_schema(&self) -> Option<&Schema> {
+        self.schema.as_ref()
+    }
 }
 
 fn str_at<'a>(v: &'a Value, pointer: &str) -> &'a str {

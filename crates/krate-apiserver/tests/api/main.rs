@@ -7,6 +7,7 @@ mod api_admission;
 mod api_audit;
 mod api_authn;
 mod api_cache_reads;
+mod api_crd;
 mod api_crud;
 mod api_discovery;
 mod api_encryption;
