@@ -33,10 +33,8 @@ fn loop_user() -> UserInfo {
 }
 
 fn crd_scope(registry: &Registry) -> Scope {
-    let resource = registry
-        .table
-        .lookup("apiextensions.k8s.io", "v1", "customresourcedefinitions")
-        .expect("CRDs are built in");
+    let resource =
+        registry.table.lookup("apiextensions.k8s.io", "v1", "customresourcedefinitions").expect("CRDs are built in");
     Scope { resource, namespace: None }
 }
 
@@ -222,7 +220,13 @@ impl Loop {
         let user = loop_user();
         let ctx = Context::internal(&user, &NoAdmission);
         let mut next = crd.clone();
-        set_condition(&mut next, "Terminating", "True", "InstanceDeletionInProgress", "CustomResource deletion is in progress");
+        set_condition(
+            &mut next,
+            "Terminating",
+            "True",
+            "InstanceDeletionInProgress",
+            "CustomResource deletion is in progress",
+        );
         if next.get("status") != crd.get("status") {
             self.write_status(&name, &next).await?;
         }
@@ -243,8 +247,7 @@ impl Loop {
             }
         }
         self.unserve(&name);
-        let finalizers: Vec<String> =
-            object::finalizers(crd).into_iter().filter(|f| f != CLEANUP_FINALIZER).collect();
+        let finalizers: Vec<String> = object::finalizers(crd).into_iter().filter(|f| f != CLEANUP_FINALIZER).collect();
         let patch = Patch::Merge(json!({"metadata": {"finalizers": finalizers}}));
         match registry.patch(&crd_scope(&registry), &name, patch, None, &ctx).await {
             Ok(_) => Ok(()),
@@ -280,7 +283,9 @@ fn is_established(crd: &Value) -> bool {
 }
 
 fn strs(v: Option<&Value>) -> Vec<String> {
-    v.and_then(Value::as_array).map(|a| a.iter().filter_map(Value::as_str).map(String::from).collect()).unwrap_or_default()
+    v.and_then(Value::as_array)
+        .map(|a| a.iter().filter_map(Value::as_str).map(String::from).collect())
+        .unwrap_or_default()
 }
 
 /// Upstream's naming controller: the requested names are accepted unless another CRD of
@@ -358,7 +363,13 @@ mod tests {
         accept_names(&mut first, &[]);
         let mut second = crd("gadgets.example.com", "gadgets", "Gadget", &["wd"]);
         accept_names(&mut second, std::slice::from_ref(&first));
-        let cond = second["status"]["conditions"].as_array().unwrap().iter().find(|c| c["type"] == "NamesAccepted").unwrap().clone();
+        let cond = second["status"]["conditions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["type"] == "NamesAccepted")
+            .unwrap()
+            .clone();
         assert_eq!(cond["status"], "False");
         assert_eq!(cond["reason"], "ShortNamesConflict");
         assert_eq!(cond["message"], "\"wd\" is already in use");

@@ -57,6 +57,8 @@ pub struct Schema {
     pub list_map_keys: Vec<String>,
     pub map_type: Option<String>,
     pub validations: Vec<Rule>,
+    /// This node's schema as JSON, kept only where rules sit: CEL types `self` by it.
+    pub rules_schema: Option<Arc<Value>>,
 }
 
 /// A schema that cannot be used, with upstream's field path and message.
@@ -157,6 +159,7 @@ impl Schema {
                         .collect()
                 })
                 .unwrap_or_default(),
+            rules_schema: v.get("x-kubernetes-validations").is_some().then(|| Arc::new(v.clone())),
         }
     }
 
@@ -186,9 +189,17 @@ pub fn problems(raw: &Value, root: &str) -> Vec<SchemaProblem> {
     let ty = s(raw, "type");
     if !ROOT_ONLY_TYPES.contains(&ty.as_str()) {
         if ty.is_empty() {
-            out.push(SchemaProblem { kind: "Required", field: format!("{root}.type"), detail: "must not be empty at the root".into() });
+            out.push(SchemaProblem {
+                kind: "Required",
+                field: format!("{root}.type"),
+                detail: "must not be empty at the root".into(),
+            });
         } else {
-            out.push(SchemaProblem { kind: "Invalid", field: format!("{root}.type"), detail: "must be object at the root".into() });
+            out.push(SchemaProblem {
+                kind: "Invalid",
+                field: format!("{root}.type"),
+                detail: "must be object at the root".into(),
+            });
         }
     }
     if let Some(meta) = raw.pointer("/properties/metadata") {
@@ -226,7 +237,11 @@ fn walk(v: &Value, path: &str, structural: bool, int_or_string_branch: bool, out
         let int_or_string = b(v, "x-kubernetes-int-or-string");
         let preserve = b(v, "x-kubernetes-preserve-unknown-fields");
         if ty.is_empty() && !int_or_string && !preserve {
-            out.push(SchemaProblem { kind: "Required", field: format!("{path}.type"), detail: "must not be empty for specified object fields".into() });
+            out.push(SchemaProblem {
+                kind: "Required",
+                field: format!("{path}.type"),
+                detail: "must not be empty for specified object fields".into(),
+            });
         }
         if int_or_string && !ty.is_empty() {
             out.push(SchemaProblem {
@@ -252,9 +267,15 @@ fn walk(v: &Value, path: &str, structural: bool, int_or_string_branch: bool, out
             });
         }
         if ty == "array" && !m.contains_key("items") {
-            out.push(SchemaProblem { kind: "Required", field: format!("{path}.items"), detail: "must be specified".into() });
+            out.push(SchemaProblem {
+                kind: "Required",
+                field: format!("{path}.items"),
+                detail: "must be specified".into(),
+            });
         }
-        if m.contains_key("properties") && m.get("additionalProperties").is_some_and(|a| a.is_object() || a == &Value::Bool(false)) {
+        if m.contains_key("properties")
+            && m.get("additionalProperties").is_some_and(|a| a.is_object() || a == &Value::Bool(false))
+        {
             out.push(SchemaProblem {
                 kind: "Forbidden",
                 field: format!("{path}.additionalProperties"),
@@ -278,7 +299,8 @@ fn walk(v: &Value, path: &str, structural: bool, int_or_string_branch: bool, out
                     detail: "must only be used if type == \"array\"".into(),
                 });
             }
-            if lt == "map" && m.get("x-kubernetes-list-map-keys").and_then(Value::as_array).is_none_or(|k| k.is_empty()) {
+            if lt == "map" && m.get("x-kubernetes-list-map-keys").and_then(Value::as_array).is_none_or(|k| k.is_empty())
+            {
                 out.push(SchemaProblem {
                     kind: "Required",
                     field: format!("{path}.x-kubernetes-list-map-keys"),
@@ -360,6 +382,8 @@ mod tests {
     #[test]
     fn metadata_may_only_restrict_names() {
         let raw = json!({"type": "object", "properties": {"metadata": {"type": "object", "properties": {"labels": {"type": "object"}}}}});
-        assert!(problems(&raw, ROOT).iter().any(|p| p.kind == "Forbidden" && p.field.ends_with("properties[metadata]")));
+        assert!(
+            problems(&raw, ROOT).iter().any(|p| p.kind == "Forbidden" && p.field.ends_with("properties[metadata]"))
+        );
     }
 }

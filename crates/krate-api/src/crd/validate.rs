@@ -7,18 +7,29 @@ use serde_json::Value;
 use super::schema::{Rule, Schema};
 use crate::error::Cause;
 
-/// Evaluates x-kubernetes-validations rules. `self_value` is the value the rule sits on,
-/// `old_self` the same value in the stored object (updates only; transition rules).
-/// Returns the causes of failed rules (upstream: Invalid with the rule's message, or
-/// the reason it names), empty when every rule holds.
+/// Evaluates x-kubernetes-validations rules: the seam where CEL (krate-cel) plugs in.
+/// `path` is the field path of the node the rules sit on ("" for the root), `schema`
+/// that node's schema JSON (CEL types `self` by it), `self_value` its value and
+/// `old_self` the same value in the stored object (given only for transition rules,
+/// on updates). Returns the causes of failed rules (upstream: the rule's reason, on
+/// `path` plus its fieldPath, with its message or messageExpression), empty when all
+/// hold. Called with the rules without oldSelf on every write, and with the
+/// transition rules on updates.
 pub trait RuleEvaluator: Send + Sync {
-    fn evaluate(&self, path: &str, rules: &[Rule], self_value: &Value, old_self: Option<&Value>) -> Vec<Cause>;
+    fn evaluate(
+        &self,
+        path: &str,
+        rules: &[Rule],
+        schema: &Value,
+        self_value: &Value,
+        old_self: Option<&Value>,
+    ) -> Vec<Cause>;
 }
 
 /// Used until a CEL evaluator is wired in: rules are accepted without evaluation.
 pub struct NoRules;
 impl RuleEvaluator for NoRules {
-    fn evaluate(&self, _: &str, _: &[Rule], _: &Value, _: Option<&Value>) -> Vec<Cause> {
+    fn evaluate(&self, _: &str, _: &[Rule], _: &Value, _: &Value, _: Option<&Value>) -> Vec<Cause> {
         Vec::new()
     }
 }
@@ -36,7 +47,15 @@ enum Mode {
     Transitions,
 }
 
-fn evaluate(mode: Mode, rules: &dyn RuleEvaluator, path: &str, s: &Schema, v: &Value, old: Option<&Value>, out: &mut Vec<Cause>) {
+fn evaluate(
+    mode: Mode,
+    rules: &dyn RuleEvaluator,
+    path: &str,
+    s: &Schema,
+    v: &Value,
+    old: Option<&Value>,
+    out: &mut Vec<Cause>,
+) {
     let chosen: Vec<Rule> = s
         .validations
         .iter()
@@ -47,7 +66,8 @@ fn evaluate(mode: Mode, rules: &dyn RuleEvaluator, path: &str, s: &Schema, v: &V
         .cloned()
         .collect();
     if !chosen.is_empty() {
-        out.extend(rules.evaluate(path, &chosen, v, if mode == Mode::Full { None } else { old }));
+        let schema = s.rules_schema.as_deref().unwrap_or(&Value::Null);
+        out.extend(rules.evaluate(path, &chosen, schema, v, if mode == Mode::Full { None } else { old }));
     }
 }
 
@@ -60,7 +80,14 @@ pub fn transition_rules(schema: &Schema, new: &Value, old: &Value, rules: &dyn R
     out
 }
 
-fn walk_transitions(s: &Schema, v: &Value, old: Option<&Value>, path: &str, rules: &dyn RuleEvaluator, out: &mut Vec<Cause>) {
+fn walk_transitions(
+    s: &Schema,
+    v: &Value,
+    old: Option<&Value>,
+    path: &str,
+    rules: &dyn RuleEvaluator,
+    out: &mut Vec<Cause>,
+) {
     evaluate(Mode::Transitions, rules, path, s, v, old, out);
     match v {
         Value::Object(m) => {
@@ -184,7 +211,8 @@ fn value(s: &Schema, v: &Value, old: Option<&Value>, path: &str, rules: &dyn Rul
         return;
     }
     if !s.enum_.is_empty() && !s.enum_.contains(v) {
-        let supported: Vec<String> = s.enum_.iter().map(|e| e.as_str().map_or_else(|| e.to_string(), String::from)).collect();
+        let supported: Vec<String> =
+            s.enum_.iter().map(|e| e.as_str().map_or_else(|| e.to_string(), String::from)).collect();
         let refs: Vec<&str> = supported.iter().map(String::as_str).collect();
         let got = v.as_str().map_or_else(|| v.to_string(), String::from);
         out.push(Cause::not_supported(path, &got, &refs));
@@ -212,7 +240,11 @@ fn number(s: &Schema, n: f64, v: &Value, path: &str, out: &mut Vec<Cause>) {
         if s.exclusive_minimum && n <= min {
             out.push(Cause::invalid(path, v, format!("{path} in body should be greater than {}", num(min))));
         } else if n < min {
-            out.push(Cause::invalid(path, v, format!("{path} in body should be greater than or equal to {}", num(min))));
+            out.push(Cause::invalid(
+                path,
+                v,
+                format!("{path} in body should be greater than or equal to {}", num(min)),
+            ));
         }
     }
     if let Some(m) = s.multiple_of
@@ -260,7 +292,10 @@ fn format_ok(format: &str, text: &str) -> bool {
         "uuid" => {
             let parts: Vec<&str> = text.split('-').collect();
             parts.len() == 5
-                && [8, 4, 4, 4, 12].iter().zip(&parts).all(|(n, p)| p.len() == *n && p.chars().all(|c| c.is_ascii_hexdigit()))
+                && [8, 4, 4, 4, 12]
+                    .iter()
+                    .zip(&parts)
+                    .all(|(n, p)| p.len() == *n && p.chars().all(|c| c.is_ascii_hexdigit()))
         }
         "email" => text.split_once('@').is_some_and(|(a, b)| !a.is_empty() && b.contains('.') && !b.starts_with('.')),
         "hostname" => {
@@ -278,7 +313,14 @@ fn format_ok(format: &str, text: &str) -> bool {
     }
 }
 
-fn array(s: &Schema, items: &[Value], old: Option<&Value>, path: &str, rules: &dyn RuleEvaluator, out: &mut Vec<Cause>) {
+fn array(
+    s: &Schema,
+    items: &[Value],
+    old: Option<&Value>,
+    path: &str,
+    rules: &dyn RuleEvaluator,
+    out: &mut Vec<Cause>,
+) {
     if let Some(max) = s.max_items
         && items.len() as u64 > max
     {
@@ -297,12 +339,17 @@ fn array(s: &Schema, items: &[Value], old: Option<&Value>, path: &str, rules: &d
         Some("set") => {
             for (i, x) in items.iter().enumerate() {
                 if items[..i].contains(x) {
-                    out.push(Cause::duplicate(format!("{path}[{i}]"), x.as_str().map_or_else(|| x.to_string(), String::from)));
+                    out.push(Cause::duplicate(
+                        format!("{path}[{i}]"),
+                        x.as_str().map_or_else(|| x.to_string(), String::from),
+                    ));
                 }
             }
         }
         Some("map") => {
-            let key = |x: &Value| -> Vec<Value> { s.list_map_keys.iter().map(|k| x.get(k).cloned().unwrap_or(Value::Null)).collect() };
+            let key = |x: &Value| -> Vec<Value> {
+                s.list_map_keys.iter().map(|k| x.get(k).cloned().unwrap_or(Value::Null)).collect()
+            };
             for (i, x) in items.iter().enumerate() {
                 if items[..i].iter().any(|y| key(y) == key(x)) {
                     let shown: Vec<String> = s
@@ -310,7 +357,10 @@ fn array(s: &Schema, items: &[Value], old: Option<&Value>, path: &str, rules: &d
                         .iter()
                         .map(|k| format!("\"{k}\":{}", x.get(k).cloned().unwrap_or(Value::Null)))
                         .collect();
-                    out.push(Cause::duplicate(format!("{path}[{i}]"), format!("map[string]interface {{}}{{{}}}", shown.join(", "))));
+                    out.push(Cause::duplicate(
+                        format!("{path}[{i}]"),
+                        format!("map[string]interface {{}}{{{}}}", shown.join(", ")),
+                    ));
                 }
             }
         }
@@ -334,7 +384,11 @@ fn object(
     if let Some(max) = s.max_properties
         && m.len() as u64 > max
     {
-        out.push(Cause::new("FieldValueTooMany", format!("Too many: {}: must have at most {max} items", m.len()), path));
+        out.push(Cause::new(
+            "FieldValueTooMany",
+            format!("Too many: {}: must have at most {max} items", m.len()),
+            path,
+        ));
     }
     if let Some(min) = s.min_properties
         && (m.len() as u64) < min
@@ -411,6 +465,29 @@ mod tests {
         validate(&schema(), &obj, None, &NoRules).into_iter().map(|c| (c.field, c.message)).collect()
     }
 
+    /// Fails every rule it sees, naming the rule and whether oldSelf came along.
+    struct FailAll;
+    impl RuleEvaluator for FailAll {
+        fn evaluate(&self, path: &str, rules: &[Rule], schema: &Value, _: &Value, old: Option<&Value>) -> Vec<Cause> {
+            assert!(schema.get("x-kubernetes-validations").is_some(), "the node's schema comes along");
+            rules.iter().map(|r| Cause::invalid(path, "", format!("{} old={}", r.rule, old.is_some()))).collect()
+        }
+    }
+
+    #[test]
+    fn rules_are_evaluated_where_they_sit_and_transitions_only_on_update() {
+        let s = Schema::parse(&json!({"type": "object", "properties": {"spec": {"type": "object",
+            "x-kubernetes-validations": [{"rule": "self.a > 0"}, {"rule": "self.a >= oldSelf.a"}],
+            "properties": {"a": {"type": "integer"}}}}}));
+        let new = json!({"spec": {"a": 2}});
+        let old = json!({"spec": {"a": 1}});
+        let created: Vec<String> = validate(&s, &new, None, &FailAll).into_iter().map(|c| c.message).collect();
+        assert_eq!(created, vec!["Invalid value: \"\": self.a > 0 old=false"]);
+        let updated: Vec<(String, String)> =
+            transition_rules(&s, &new, &old, &FailAll).into_iter().map(|c| (c.field, c.message)).collect();
+        assert_eq!(updated, vec![("spec".into(), "Invalid value: \"\": self.a >= oldSelf.a old=true".into())]);
+    }
+
     #[test]
     fn valid_objects_pass() {
         let obj = json!({"spec": {"size": 3, "name": "abc", "mode": "fast", "port": "http", "when": "2024-01-02T03:04:05Z",
@@ -421,11 +498,16 @@ mod tests {
     #[test]
     fn upstream_messages_and_paths() {
         let got = fields(json!({"spec": {"size": "3"}}));
-        assert_eq!(got, vec![(
-            "spec.size".into(),
-            "Invalid value: \"string\": spec.size in body must be of type integer: \"string\"".into()
-        )]);
-        let got = fields(json!({"spec": {"size": 11, "name": "ABCDEFG", "mode": "medium", "tags": ["a", "a", "b"], "pod": {}, "port": 1.5}}));
+        assert_eq!(
+            got,
+            vec![(
+                "spec.size".into(),
+                "Invalid value: \"string\": spec.size in body must be of type integer: \"string\"".into()
+            )]
+        );
+        let got = fields(
+            json!({"spec": {"size": 11, "name": "ABCDEFG", "mode": "medium", "tags": ["a", "a", "b"], "pod": {}, "port": 1.5}}),
+        );
         let msgs: Vec<String> = got.iter().map(|(f, m)| format!("{f}: {m}")).collect();
         for want in [
             "spec.size: Invalid value: 11: spec.size in body should be less than or equal to 10",

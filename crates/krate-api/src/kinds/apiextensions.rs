@@ -258,9 +258,8 @@ fn validate_versions(obj: &Value) -> Vec<Cause> {
             });
             match found {
                 None => causes.push(invalid_str(fat, path, "is an invalid path: does not refer to a valid field")),
-                Some(node) if !matches!(node.type_.as_str(), "string" | "integer" | "boolean") => {
-                    causes.push(invalid_str(fat, path, "selectable field type must be one of: string, integer, boolean"))
-                }
+                Some(node) if !matches!(node.type_.as_str(), "string" | "integer" | "boolean") => causes
+                    .push(invalid_str(fat, path, "selectable field type must be one of: string, integer, boolean")),
                 Some(_) => {}
             }
         }
@@ -284,14 +283,11 @@ pub fn validate_crd_update(new: &Value, old: &Value) -> Vec<Cause> {
         .flatten()
         .filter_map(|v| v.get("name").and_then(Value::as_str))
         .collect();
-    for (i, stored) in new.pointer("/status/storedVersions").and_then(Value::as_array).into_iter().flatten().enumerate() {
+    for (i, stored) in new.pointer("/status/storedVersions").and_then(Value::as_array).into_iter().flatten().enumerate()
+    {
         let v = stored.as_str().unwrap_or("");
         if !versions.contains(&v) {
-            causes.push(invalid_str(
-                format!("status.storedVersions[{i}]"),
-                v,
-                "must appear in spec.versions",
-            ));
+            causes.push(invalid_str(format!("status.storedVersions[{i}]"), v, "must appear in spec.versions"));
         }
     }
     causes
@@ -341,7 +337,9 @@ pub fn set_condition(obj: &mut Value, ty: &str, status: &str, reason: &str, mess
             c["reason"] = json!(reason);
             c["message"] = json!(message);
         }
-        None => list.push(json!({"type": ty, "status": status, "lastTransitionTime": now, "reason": reason, "message": message})),
+        None => list.push(
+            json!({"type": ty, "status": status, "lastTransitionTime": now, "reason": reason, "message": message}),
+        ),
     }
 }
 

@@ -294,11 +294,13 @@ mod tests {
 
     #[test]
     fn custom_schemas_merge_list_maps_by_key() {
-        let s = CustomSchema::parse(&json!({"type": "object", "properties": {"spec": {"type": "object", "properties": {
-            "ports": {"type": "array", "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"],
-                      "items": {"type": "object", "properties": {"name": {"type": "string"}, "port": {"type": "integer"}}}},
-            "tags": {"type": "array", "x-kubernetes-list-type": "set", "items": {"type": "string"}},
-        }}}}));
+        let s = CustomSchema::parse(
+            &json!({"type": "object", "properties": {"spec": {"type": "object", "properties": {
+                "ports": {"type": "array", "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"],
+                          "items": {"type": "object", "properties": {"name": {"type": "string"}, "port": {"type": "integer"}}}},
+                "tags": {"type": "array", "x-kubernetes-list-type": "set", "items": {"type": "string"}},
+            }}}}),
+        );
         let live = json!({"spec": {"ports": [{"name": "a", "port": 1}, {"name": "b", "port": 2}], "tags": ["x"]}});
         let applied = json!({"spec": {"ports": [{"name": "b", "port": 3}], "tags": ["y"]}});
         let merged = merge(Some(&live), &applied, Kind::Custom(&s));

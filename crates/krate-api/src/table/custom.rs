@@ -142,7 +142,8 @@ mod tests {
 
     #[test]
     fn cells_follow_columns() {
-        let cols = vec![PrinterColumn::parse(&json!({"name": "Replicas", "type": "integer", "jsonPath": ".spec.replicas"}))];
+        let cols =
+            vec![PrinterColumn::parse(&json!({"name": "Replicas", "type": "integer", "jsonPath": ".spec.replicas"}))];
         let obj = json!({"metadata": {"name": "w"}, "spec": {"replicas": 2}});
         assert_eq!(cells(&cols, &obj), vec![json!("w"), json!(2)]);
         assert_eq!(definitions(&cols)[1]["name"], "Replicas");

@@ -329,7 +329,10 @@ fn resource_paths(r: &ResourceInfo) -> Vec<PathItem> {
             Payload::Def(super::custom::definition_name(&r.group, &r.version, &r.kind)),
             Payload::Def(super::custom::definition_name(&r.group, &r.version, &format!("{}List", r.kind))),
         ),
-        None => (kind_payload(&r.group, &r.version, &r.kind), kind_payload(&r.group, &r.version, &format!("{}List", r.kind))),
+        None => (
+            kind_payload(&r.group, &r.version, &r.kind),
+            kind_payload(&r.group, &r.version, &format!("{}List", r.kind)),
+        ),
     };
     let status = Payload::Def(STATUS_DEF.into());
     let op = |method, action, verb: &str, kind_part: String, description: String| Operation {

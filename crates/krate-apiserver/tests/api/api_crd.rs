@@ -5,7 +5,10 @@
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams};
+use kube::api::{
+    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams, PostParams,
+    WatchEvent, WatchParams,
+};
 use serde_json::{Value, json};
 
 use crate::common::{TestServer, call, code};
@@ -51,20 +54,25 @@ fn resource(group: &str, version: &str) -> ApiResource {
 
 /// A Widget without apiVersion and kind: the server takes them from the endpoint.
 fn widget(name: &str, spec: Value) -> DynamicObject {
-    let mut w: DynamicObject =
-        serde_json::from_value(json!({"apiVersion": "x/v1", "kind": "Widget", "metadata": {"name": name}, "spec": spec})).unwrap();
+    let mut w: DynamicObject = serde_json::from_value(
+        json!({"apiVersion": "x/v1", "kind": "Widget", "metadata": {"name": name}, "spec": spec}),
+    )
+    .unwrap();
     w.types = None;
     w
 }
 
 /// Creates the CRD and waits until it is Established and its group-version is discovered.
 async fn establish(client: &kube::Client, crd: Value) -> Value {
-    let created = call(client, "POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", Some(crd)).await.unwrap();
+    let created =
+        call(client, "POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", Some(crd)).await.unwrap();
     let name = created["metadata"]["name"].as_str().unwrap().to_string();
     let group = created["spec"]["group"].as_str().unwrap().to_string();
     let start = Instant::now();
     loop {
-        let got = call(client, "GET", &format!("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}"), None).await.unwrap();
+        let got = call(client, "GET", &format!("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}"), None)
+            .await
+            .unwrap();
         let established = got["status"]["conditions"]
             .as_array()
             .into_iter()
@@ -113,10 +121,7 @@ async fn crd_is_established_and_serves_custom_objects() {
 
     let list = api.list(&ListParams::default()).await.unwrap();
     assert_eq!(list.items.len(), 1);
-    let patched = api
-        .patch("one", &PatchParams::default(), &Patch::Merge(json!({"spec": {"size": 4}})))
-        .await
-        .unwrap();
+    let patched = api.patch("one", &PatchParams::default(), &Patch::Merge(json!({"spec": {"size": 4}}))).await.unwrap();
     assert_eq!(patched.data["spec"]["size"], 4);
     assert_eq!(patched.metadata.generation, Some(2));
     api.delete("one", &DeleteParams::default()).await.unwrap();
@@ -139,7 +144,8 @@ async fn schema_violations_are_invalid_with_upstream_paths() {
     ] {
         assert!(e.message.contains(want), "{want:?} not in {}", e.message);
     }
-    let e = api_status(api.create(&PostParams::default(), &widget("typed", json!({"size": "three"}))).await.unwrap_err());
+    let e =
+        api_status(api.create(&PostParams::default(), &widget("typed", json!({"size": "three"}))).await.unwrap_err());
     assert!(e.message.contains("spec.size in body must be of type integer: \"string\""), "{}", e.message);
     let e = api_status(api.create(&PostParams::default(), &widget("missing", json!({}))).await.unwrap_err());
     assert!(e.message.contains("spec.size: Required value"), "{}", e.message);
@@ -185,7 +191,11 @@ async fn status_and_scale_subresources() {
 
     // Status writes change status only and keep the generation.
     let st = api
-        .patch_status("s", &PatchParams::default(), &Patch::Merge(json!({"status": {"replicas": 2, "phase": "Ready"}, "spec": {"size": 9}})))
+        .patch_status(
+            "s",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"replicas": 2, "phase": "Ready"}, "spec": {"size": 9}})),
+        )
         .await
         .unwrap();
     assert_eq!(st.data["status"]["phase"], "Ready");
@@ -199,7 +209,8 @@ async fn status_and_scale_subresources() {
     assert_eq!(main.data["status"]["phase"], "Ready");
     assert_eq!(main.metadata.generation, Some(2));
 
-    let scale = call(&client, "GET", "/apis/sub.example.com/v1/namespaces/default/widgets/s/scale", None).await.unwrap();
+    let scale =
+        call(&client, "GET", "/apis/sub.example.com/v1/namespaces/default/widgets/s/scale", None).await.unwrap();
     assert_eq!(scale["kind"], "Scale");
     assert_eq!(scale["spec"]["replicas"], 2);
     assert_eq!(scale["status"]["replicas"], 2);
@@ -209,11 +220,16 @@ async fn status_and_scale_subresources() {
     call(&client, "PUT", "/apis/sub.example.com/v1/namespaces/default/widgets/s/scale", Some(wanted)).await.unwrap();
     assert_eq!(api.get("s").await.unwrap().data["spec"]["replicas"], 5);
     let e = api_status(
-        call(&client, "PUT", "/apis/sub.example.com/v1/namespaces/default/widgets/s/scale", Some({
-            let mut w = scale.clone();
-            w["spec"]["replicas"] = json!(-1);
-            w
-        }))
+        call(
+            &client,
+            "PUT",
+            "/apis/sub.example.com/v1/namespaces/default/widgets/s/scale",
+            Some({
+                let mut w = scale.clone();
+                w["spec"]["replicas"] = json!(-1);
+                w
+            }),
+        )
         .await
         .unwrap_err(),
     );
@@ -242,7 +258,8 @@ async fn server_side_apply_merges_by_schema_list_types_and_openapi_describes_the
     assert_eq!(e.code, 409, "bob's spec.size conflicts with alice's: {}", e.message);
     let (pp, p) = applied("bob", json!([{"name": "https", "port": 443}]));
     let merged = api.patch("m", &pp.force(), &p).await.unwrap();
-    let names: Vec<&str> = merged.data["spec"]["ports"].as_array().unwrap().iter().map(|p| p["name"].as_str().unwrap()).collect();
+    let names: Vec<&str> =
+        merged.data["spec"]["ports"].as_array().unwrap().iter().map(|p| p["name"].as_str().unwrap()).collect();
     assert_eq!(names, vec!["http", "https"], "list-map items merged by key");
 
     let doc = call(&client, "GET", "/openapi/v3/apis/ssa.example.com/v1", None).await.unwrap();
@@ -260,7 +277,8 @@ async fn versions_share_storage_with_none_conversion() {
     let client = srv.client().await;
     establish(&client, widget_crd("multi.example.com")).await;
     let v1: Api<DynamicObject> = Api::namespaced_with(client.clone(), "default", &resource("multi.example.com", "v1"));
-    let beta: Api<DynamicObject> = Api::namespaced_with(client.clone(), "default", &resource("multi.example.com", "v1beta1"));
+    let beta: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), "default", &resource("multi.example.com", "v1beta1"));
     beta.create(&PostParams::default(), &widget("b", json!({"size": 5, "extra": "kept-by-beta"}))).await.unwrap();
     let as_v1 = v1.get("b").await.unwrap();
     assert_eq!(as_v1.types.unwrap().api_version, "multi.example.com/v1");
@@ -284,7 +302,8 @@ async fn tables_use_printer_columns_and_fields_select() {
         .body(Vec::new())
         .unwrap();
     let table: Value = client.request(req).await.unwrap();
-    let names: Vec<&str> = table["columnDefinitions"].as_array().unwrap().iter().map(|c| c["name"].as_str().unwrap()).collect();
+    let names: Vec<&str> =
+        table["columnDefinitions"].as_array().unwrap().iter().map(|c| c["name"].as_str().unwrap()).collect();
     assert_eq!(names, vec!["Name", "Size", "Color"]);
     let row = table["rows"].as_array().unwrap().iter().find(|r| r["cells"][0] == "b").unwrap();
     assert_eq!(row["cells"], json!(["b", 2, "blue"]));
@@ -303,7 +322,9 @@ async fn invalid_crds_are_refused() {
     crd["metadata"]["name"] = json!("other.bad.example.com");
     crd["spec"]["versions"][1]["storage"] = json!(true);
     crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["untyped"] = json!({});
-    let e = api_status(call(&client, "POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", Some(crd)).await.unwrap_err());
+    let e = api_status(
+        call(&client, "POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", Some(crd)).await.unwrap_err(),
+    );
     assert_eq!((e.code, e.reason.as_str()), (422, "Invalid"));
     for want in [
         "metadata.name: Invalid value: \"other.bad.example.com\": must be spec.names.plural+\".\"+spec.group",
@@ -325,10 +346,20 @@ async fn conflicting_names_are_not_accepted() {
     call(&client, "POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", Some(other)).await.unwrap();
     let start = Instant::now();
     loop {
-        let got = call(&client, "GET", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/gadgets.names.example.com", None)
-            .await
-            .unwrap();
-        let cond = got["status"]["conditions"].as_array().into_iter().flatten().find(|c| c["type"] == "NamesAccepted").cloned();
+        let got = call(
+            &client,
+            "GET",
+            "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/gadgets.names.example.com",
+            None,
+        )
+        .await
+        .unwrap();
+        let cond = got["status"]["conditions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|c| c["type"] == "NamesAccepted")
+            .cloned();
         if let Some(c) = cond {
             assert_eq!((c["status"].as_str(), c["reason"].as_str()), (Some("False"), Some("ShortNamesConflict")));
             assert_eq!(c["message"], "\"wd\" is already in use");
@@ -347,7 +378,8 @@ async fn deleting_a_crd_deletes_its_objects_and_resource() {
     establish(&client, widget_crd("gone.example.com")).await;
     let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), "default", &resource("gone.example.com", "v1"));
     api.create(&PostParams::default(), &widget("a", json!({"size": 1}))).await.unwrap();
-    let other_ns: Api<DynamicObject> = Api::namespaced_with(client.clone(), "kube-system", &resource("gone.example.com", "v1"));
+    let other_ns: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), "kube-system", &resource("gone.example.com", "v1"));
     other_ns.create(&PostParams::default(), &widget("b", json!({"size": 1}))).await.unwrap();
 
     let path = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/widgets.gone.example.com";
