@@ -38,11 +38,14 @@ fn crd_scope(registry: &Registry) -> Scope {
     Scope { resource, namespace: None }
 }
 
+/// A table entry: group, version, plural.
+type Entry = (String, String, String);
+
 /// What the loop has put in the resource table for each CRD.
 #[derive(Default)]
 struct Served {
-    /// CRD name → (group, versions, plural) entries and the fingerprint they came from.
-    by_crd: HashMap<String, (Vec<(String, String, String)>, String)>,
+    /// CRD name → its entries and the fingerprint (spec and accepted names) they came from.
+    by_crd: HashMap<String, (Vec<Entry>, String)>,
 }
 
 struct Loop {
@@ -184,7 +187,7 @@ impl Loop {
             return;
         }
         let infos = crd::resources(crd, self.rules.clone());
-        let entries: Vec<(String, String, String)> =
+        let entries: Vec<Entry> =
             infos.iter().map(|r| (r.group.clone(), r.version.clone(), r.plural.clone())).collect();
         if let Some((old, _)) = self.served.by_crd.remove(name) {
             for (g, v, p) in old.iter().filter(|e| !entries.contains(e)) {

@@ -106,7 +106,7 @@ pub fn jsonpath(obj: &Value, path: &str) -> Option<Value> {
                     .filter(|item| {
                         item.get(field).is_some_and(|v| match v {
                             Value::String(s) => s == want,
-                            other => other.to_string() == want,
+                            other => serde_json::from_str::<Value>(want).ok().as_ref() == Some(other),
                         })
                     })
                     .collect();
