@@ -13,6 +13,7 @@ pub mod cache;
 pub mod computed;
 mod continue_token;
 pub mod conversion;
+pub mod crd;
 pub mod error;
 pub mod fieldvalidation;
 pub mod filter;

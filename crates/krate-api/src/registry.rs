@@ -351,7 +351,11 @@ impl Registry {
         }
         // The typed decode upstream does: wrong types are a 400 here. A missing required
         // field is not — upstream decodes it as empty and validation reports it (422).
-        let unknown = match crate::generated::shape::check(&resource.group, &resource.version, &resource.kind, obj) {
+        let checked = match resource.strategy.unknown_fields(obj) {
+            Some(unknown) => Ok(unknown),
+            None => crate::generated::shape::check(&resource.group, &resource.version, &resource.kind, obj),
+        };
+        let unknown = match checked {
             Ok(unknown) => unknown,
             Err(e) if e.starts_with("missing field") => Vec::new(),
             Err(e) => {
@@ -758,7 +762,7 @@ impl Registry {
     /// The autoscaling/v1 Scale of an object with a scale subresource.
     pub async fn get_scale(&self, scope: &Scope, name: &str) -> ApiResult<Value> {
         let obj = self.get(scope, name).await?;
-        Ok(scale_of(&obj))
+        Ok(scale_of(&scope.resource, &obj))
     }
 
     /// Changes an object's replicas through its Scale: `change` turns the current Scale
@@ -773,7 +777,7 @@ impl Registry {
         let t = Target::new("autoscaling", "Scale", "Scale", name);
         let (obj, _) = self
             .guaranteed_update(scope, name, None, Some("scale"), ctx, |current| {
-                let wanted = change(&scale_of(current))?;
+                let wanted = change(&scale_of(&scope.resource, current))?;
                 let replicas = match wanted.pointer("/spec/replicas") {
                     None | Some(Value::Null) => 0,
                     Some(v) => v.as_i64().ok_or_else(|| {
@@ -792,11 +796,14 @@ impl Registry {
                     return Err(ApiError::modified(&scope.target(name)));
                 }
                 let mut next = current.clone();
-                next["spec"]["replicas"] = json!(replicas);
+                match scope.resource.strategy.scale_paths() {
+                    Some(paths) => set_pointer(&mut next, &paths.spec_replicas, Some(json!(replicas))),
+                    None => next["spec"]["replicas"] = json!(replicas),
+                }
                 Ok(next)
             })
             .await?;
-        Ok(scale_of(&obj))
+        Ok(scale_of(&scope.resource, &obj))
     }
 
     /// The read-modify-write loop shared by update and patch. `precondition` is the
@@ -1326,6 +1333,11 @@ fn set_pointer(doc: &mut Value, pointer: &str, value: Option<Value>) {
 
 /// The stored form of an object: in its kind's storage version, without resourceVersion.
 fn encode(r: &ResourceInfo, obj: &Value) -> Bytes {
+    if let Some(v) = r.strategy.storage_api_version() {
+        let mut stored = obj.clone();
+        stored["apiVersion"] = json!(v);
+        return object::to_storage(&stored);
+    }
     match conversion::storage_version(&r.group, &r.kind) {
         Some(v) if v != r.api_version() => object::to_storage(&conversion::convert(obj.clone(), v)),
         _ => object::to_storage(obj),
@@ -1334,7 +1346,12 @@ fn encode(r: &ResourceInfo, obj: &Value) -> Bytes {
 
 /// A stored object as the request's version shows it.
 fn decode(r: &ResourceInfo, data: &[u8], rev: Revision) -> ApiResult<Value> {
-    let obj = object::from_storage(data, rev).map_err(ApiError::internal)?;
+    let mut obj = object::from_storage(data, rev).map_err(ApiError::internal)?;
+    if r.strategy.storage_api_version().is_some() {
+        obj["apiVersion"] = json!(r.api_version());
+        r.strategy.on_read(&mut obj);
+        return Ok(obj);
+    }
     Ok(match conversion::storage_version(&r.group, &r.kind) {
         Some(_) => conversion::convert(obj, &r.api_version()),
         None => obj,
@@ -1343,6 +1360,14 @@ fn decode(r: &ResourceInfo, data: &[u8], rev: Revision) -> ApiResult<Value> {
 
 /// Cached JSON (storage version) as the request's version shows it.
 fn present_json(r: &ResourceInfo, json: &Bytes) -> Bytes {
+    if r.strategy.storage_api_version().is_some() {
+        let mut obj: Value = serde_json::from_slice(json).unwrap_or(Value::Null);
+        if obj.is_object() {
+            obj["apiVersion"] = json!(r.api_version());
+            r.strategy.on_read(&mut obj);
+        }
+        return Bytes::from(serde_json::to_vec(&obj).unwrap_or_default());
+    }
     match conversion::storage_version(&r.group, &r.kind) {
         Some(v) if v != r.api_version() => {
             let obj: Value = serde_json::from_slice(json).unwrap_or(Value::Null);
@@ -1396,19 +1421,29 @@ pub fn apply_patch(
 
 /// An object's autoscaling/v1 Scale: spec.replicas, status.replicas and the selector
 /// as a string.
-fn scale_of(obj: &Value) -> Value {
-    let selector = match obj.pointer("/spec/selector") {
+fn scale_of(r: &ResourceInfo, obj: &Value) -> Value {
+    let paths = r.strategy.scale_paths();
+    let (spec_path, status_path) = match paths {
+        Some(p) => (p.spec_replicas.as_str(), p.status_replicas.as_str()),
+        None => ("/spec/replicas", "/status/replicas"),
+    };
+    // Custom resources keep the selector as a string at their labelSelectorPath.
+    let custom_selector = paths.map(|p| {
+        p.label_selector.as_deref().and_then(|s| obj.pointer(s)).and_then(Value::as_str).unwrap_or("").to_string()
+    });
+    let selector = match (custom_selector, obj.pointer("/spec/selector")) {
+        (Some(s), _) => s,
         // ReplicationControllers select with a plain map.
-        Some(Value::Object(m)) if !m.contains_key("matchLabels") && !m.contains_key("matchExpressions") => {
+        (None, Some(Value::Object(m))) if !m.contains_key("matchLabels") && !m.contains_key("matchExpressions") => {
             m.iter().map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or(""))).collect::<Vec<_>>().join(",")
         }
-        Some(sel) => label_selector_string(sel),
-        None => String::new(),
+        (None, Some(sel)) => label_selector_string(sel),
+        (None, None) => String::new(),
     };
     let meta = object::meta(obj).cloned().unwrap_or_default();
     let keep = ["name", "namespace", "uid", "resourceVersion", "creationTimestamp"];
     let meta: serde_json::Map<String, Value> = meta.into_iter().filter(|(k, _)| keep.contains(&k.as_str())).collect();
-    let mut status = json!({"replicas": obj.pointer("/status/replicas").cloned().unwrap_or(json!(0))});
+    let mut status = json!({"replicas": obj.pointer(status_path).cloned().unwrap_or(json!(0))});
     if !selector.is_empty() {
         status["selector"] = json!(selector);
     }
@@ -1416,7 +1451,7 @@ fn scale_of(obj: &Value) -> Value {
         "kind": "Scale",
         "apiVersion": "autoscaling/v1",
         "metadata": meta,
-        "spec": {"replicas": obj.pointer("/spec/replicas").cloned().unwrap_or(json!(0))},
+        "spec": {"replicas": obj.pointer(spec_path).cloned().unwrap_or(json!(0))},
         "status": status,
     })
 }

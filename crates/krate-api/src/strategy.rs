@@ -80,6 +80,52 @@ pub trait Strategy: Send + Sync {
     fn on_delete(&self, _obj: &mut Value, _grace_period: Option<i64>) -> DeleteAction {
         DeleteAction::Remove
     }
+    /// The apiVersion objects are stored in, for kinds whose versions are told apart
+    /// only by apiVersion (custom resources: `None` conversion). Built-in kinds with
+    /// real conversions use `crate::conversion` instead.
+    fn storage_api_version(&self) -> Option<&str> {
+        None
+    }
+    /// Changes made to every object read from storage (custom resources: schema
+    /// defaults, as upstream defaults on read).
+    fn on_read(&self, _obj: &mut Value) {}
+    /// Whether `on_read` does anything (reads of other kinds skip the decoding).
+    fn changes_on_read(&self) -> bool {
+        false
+    }
+    /// The fields the kind has no place for, for kinds without a generated Rust type
+    /// (custom resources: from their schema). None: the generated type decides.
+    fn unknown_fields(&self, _obj: &Value) -> Option<Vec<crate::fieldvalidation::UnknownField>> {
+        None
+    }
+    /// Where the scale subresource reads and writes replicas (custom resources name
+    /// their paths); None: spec.replicas, status.replicas and spec.selector.
+    fn scale_paths(&self) -> Option<&ScalePaths> {
+        None
+    }
+    /// Printer columns of server-side tables, for kinds that declare their own
+    /// (custom resources' additionalPrinterColumns). None: `crate::table`'s for the kind.
+    fn printer_columns(&self) -> Option<&[crate::table::PrinterColumn]> {
+        None
+    }
+    /// The OpenAPI v3 schema of kinds without a generated one (custom resources'
+    /// openAPIV3Schema), for the OpenAPI documents.
+    fn openapi_schema(&self) -> Option<&Value> {
+        None
+    }
+    /// The structural schema server-side apply merges by (custom resources' list and
+    /// map types); None: the generated schema facts of the kind.
+    fn structural_schema(&self) -> Option<&crate::crd::schema::Schema> {
+        None
+    }
+}
+
+/// A custom resource's scale subresource paths, as JSON pointers.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ScalePaths {
+    pub spec_replicas: String,
+    pub status_replicas: String,
+    pub label_selector: Option<String>,
 }
 
 /// The value of a dotted path, as field selectors compare it ("" when absent).
@@ -713,6 +759,32 @@ impl Strategy for Csrs {
     }
 }
 
+/// CustomResourceDefinitions: upstream's apiextensions strategy; the API server's CRD
+/// loop writes status (names, conditions) through /status.
+struct Crds;
+impl Strategy for Crds {
+    fn tracks_generation(&self) -> bool {
+        true
+    }
+    fn prepare_for_create(&self, obj: &mut Value) {
+        kinds::apiextensions::default_crd(obj);
+        kinds::apiextensions::prepare_crd_create(obj);
+    }
+    fn prepare_for_update(&self, new: &mut Value, old: &Value) {
+        kinds::apiextensions::default_crd(new);
+        kinds::apiextensions::prepare_crd_update(new, old);
+    }
+    fn validate(&self, obj: &Value) -> Vec<Cause> {
+        kinds::apiextensions::validate_crd(obj)
+    }
+    fn validate_update(&self, new: &Value, old: &Value) -> Vec<Cause> {
+        kinds::apiextensions::validate_crd_update(new, old)
+    }
+    fn on_delete(&self, obj: &mut Value, _grace_period: Option<i64>) -> DeleteAction {
+        kinds::apiextensions::on_delete(obj)
+    }
+}
+
 /// The strategy for a built-in kind.
 pub fn for_kind(group: &str, kind: &str) -> Arc<dyn Strategy> {
     if let Some(k) = validated_kind(group, kind) {
@@ -728,6 +800,7 @@ pub fn for_kind(group: &str, kind: &str) -> Arc<dyn Strategy> {
         ("" | "events.k8s.io", "Event") => Arc::new(Events),
         ("", "Endpoints") => Arc::new(UpsertOnPut),
         ("certificates.k8s.io", "CertificateSigningRequest") => Arc::new(Csrs),
+        ("apiextensions.k8s.io", "CustomResourceDefinition") => Arc::new(Crds),
         ("rbac.authorization.k8s.io", _) => Arc::new(PathSegmentNames),
         ("apps", _)
         | ("batch", _)

@@ -16,6 +16,7 @@ pub mod body;
 pub mod bootstrap;
 pub mod client_auth;
 pub mod conditional;
+pub mod crd;
 pub mod discovery;
 pub mod encryption;
 pub mod eviction;

@@ -562,8 +562,7 @@ impl ApiServer {
                 let obj = self.registry.get(&scope, name).await?;
                 if format == Format::Table {
                     let rv = krate_api::object::meta_str(&obj, "resourceVersion").map(String::from);
-                    let table =
-                        krate_api::table::table(&r.group, &r.kind, &[obj], rv.as_deref(), include_object(query));
+                    let table = krate_api::table::table_of(&r, &[obj], rv.as_deref(), include_object(query));
                     return Ok(body::respond(StatusCode::OK, format, &table));
                 }
                 if format == Format::Metadata {
@@ -578,8 +577,7 @@ impl ApiServer {
                     let objects: Vec<Value> =
                         list.items.iter().filter_map(|i| serde_json::from_slice(i).ok()).collect();
                     let rv = list.revision.to_string();
-                    let mut table =
-                        krate_api::table::table(&r.group, &r.kind, &objects, Some(&rv), include_object(query));
+                    let mut table = krate_api::table::table_of(&r, &objects, Some(&rv), include_object(query));
                     if let Some(c) = &list.continue_token {
                         table["metadata"]["continue"] = json!(c);
                     }
@@ -756,7 +754,7 @@ impl ApiServer {
         gauge.inc();
         let guard = GaugeGuard(gauge);
         let deadline = tokio::time::sleep(timeout);
-        let (group, kind, include) = (r.group.clone(), r.kind.clone(), include_object(query).to_string());
+        let (resource, include) = (r.clone(), include_object(query).to_string());
         // Events already waiting for a slow watcher leave as one DATA frame.
         let frames = events
             .ready_chunks(WATCH_BATCH)
@@ -771,7 +769,7 @@ impl ApiServer {
                         && let Ok(obj) = serde_json::from_slice::<Value>(&item.object)
                     {
                         let rv = krate_api::object::meta_str(&obj, "resourceVersion").map(String::from);
-                        let t = krate_api::table::table(&group, &kind, &[obj], rv.as_deref(), &include);
+                        let t = krate_api::table::table_of(&resource, &[obj], rv.as_deref(), &include);
                         return krate_api::cache::watch_line(item.kind, t.to_string().as_bytes());
                     }
                     if metadata

@@ -11,6 +11,7 @@
 //! IntOrString) the value is rendered the same way; structs too large to render
 //! faithfully print as `type{...}`.
 
+pub mod apiextensions;
 pub mod apps;
 pub mod batch;
 pub mod certificates;

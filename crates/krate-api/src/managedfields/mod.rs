@@ -138,8 +138,11 @@ fn invalid_managed_fields(r: &ResourceInfo, obj: &Value, msg: String) -> ApiErro
 }
 
 /// The kind of a resource's objects, from the schema facts.
-fn root_kind(r: &ResourceInfo) -> Kind {
-    Kind::Struct(crate::schema::kind_definition(&r.group, &r.version, &r.kind))
+fn root_kind(r: &ResourceInfo) -> Kind<'_> {
+    match r.strategy.structural_schema() {
+        Some(s) => Kind::Custom(s),
+        None => Kind::Struct(crate::schema::kind_definition(&r.group, &r.version, &r.kind)),
+    }
 }
 
 /// Fields nobody owns: server-set metadata and type information, and the half of the

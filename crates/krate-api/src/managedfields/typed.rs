@@ -5,11 +5,12 @@
 use serde_json::{Map, Value};
 
 use super::fieldpath::{Path, PathElement, Set};
+use crate::crd::schema::Schema as CustomSchema;
 use crate::schema::{self, Definition, Shape};
 
 /// How the value under a field is tracked.
 #[derive(Clone, Copy, Debug)]
-pub enum Kind {
+pub enum Kind<'a> {
     /// Owned as a whole: scalars, atomic lists, maps and structs.
     Leaf,
     /// An object whose fields are tracked one by one (None: no schema is known).
@@ -21,19 +22,57 @@ pub enum Kind {
     SetList,
     /// A list of objects tracked by their key fields.
     MapList(&'static [&'static str], Option<&'static Definition>),
+    /// A custom resource's value, tracked as its structural schema says (objects field
+    /// by field, maps key by key, x-kubernetes-list-type set and map lists by item).
+    Custom(&'a CustomSchema),
+    /// A custom resource's list with x-kubernetes-list-type map.
+    CustomMapList(&'a CustomSchema),
 }
 
-fn struct_kind(def: Option<&'static Definition>) -> Kind {
+fn struct_kind(def: Option<&'static Definition>) -> Kind<'static> {
     match def {
         Some(d) if d.map_type == Some("atomic") => Kind::Leaf,
         d => Kind::Struct(d),
     }
 }
 
-impl Kind {
-    /// The kind of the value under `key` of an object of this kind.
-    pub fn child(self, key: &str, value: &Value) -> Kind {
+/// The tracking of a value with a custom schema node.
+fn custom_kind(s: &CustomSchema) -> Kind<'_> {
+    match s.type_.as_str() {
+        "object" if s.map_type.as_deref() == Some("atomic") => Kind::Leaf,
+        "object" => Kind::Custom(s),
+        "array" => match s.list_type.as_deref() {
+            Some("set") => Kind::SetList,
+            Some("map") if !s.list_map_keys.is_empty() => Kind::CustomMapList(s),
+            _ => Kind::Leaf,
+        },
+        // Untyped, preserved subtrees are tracked field by field like unknown structs.
+        "" if s.preserve_unknown_fields => Kind::Struct(None),
+        _ => Kind::Leaf,
+    }
+}
+
+impl<'a> Kind<'a> {
+    /// The keys and item tracking of a list-map.
+    fn map_list(self) -> Option<(Vec<&'a str>, Kind<'a>)> {
         match self {
+            Kind::MapList(keys, def) => Some((keys.to_vec(), struct_kind(def))),
+            Kind::CustomMapList(s) => Some((
+                s.list_map_keys.iter().map(String::as_str).collect(),
+                s.items.as_deref().map_or(Kind::Struct(None), custom_kind),
+            )),
+            _ => None,
+        }
+    }
+
+    /// The kind of the value under `key` of an object of this kind.
+    pub fn child(self, key: &str, value: &Value) -> Kind<'a> {
+        match self {
+            Kind::Custom(s) => match s.property(key) {
+                Some(p) => custom_kind(p),
+                None if s.preserve_unknown_fields && value.is_object() => Kind::Struct(None),
+                None => Kind::Leaf,
+            },
             Kind::Struct(None) => {
                 if value.is_object() {
                     Kind::Struct(None)
@@ -93,15 +132,15 @@ fn item_key(item: &Value, keys: &[&str]) -> Option<PathElement> {
 }
 
 /// Every path `value` sets: leaves, and the items of sets and list-maps.
-pub fn field_set(value: &Value, kind: Kind) -> Set {
+pub fn field_set(value: &Value, kind: Kind<'_>) -> Set {
     let mut out = Set::default();
     walk(value, kind, &mut Vec::new(), &mut out);
     out
 }
 
-fn walk(value: &Value, kind: Kind, path: &mut Path, out: &mut Set) {
+fn walk(value: &Value, kind: Kind<'_>, path: &mut Path, out: &mut Set) {
     match (kind, value) {
-        (Kind::Struct(_) | Kind::Map(_), Value::Object(m)) if !m.is_empty() => {
+        (Kind::Struct(_) | Kind::Map(_) | Kind::Custom(_), Value::Object(m)) if !m.is_empty() => {
             for (k, v) in m {
                 if v.is_null() {
                     continue;
@@ -118,15 +157,16 @@ fn walk(value: &Value, kind: Kind, path: &mut Path, out: &mut Set) {
                 path.pop();
             }
         }
-        (Kind::MapList(keys, def), Value::Array(items)) if !items.is_empty() => {
-            if items.iter().any(|i| item_key(i, keys).is_none()) {
+        (Kind::MapList(..) | Kind::CustomMapList(_), Value::Array(items)) if !items.is_empty() => {
+            let (keys, item_kind) = kind.map_list().expect("a list-map");
+            if items.iter().any(|i| item_key(i, &keys).is_none()) {
                 out.insert(path);
                 return;
             }
             for item in items {
-                path.push(item_key(item, keys).expect("checked above"));
+                path.push(item_key(item, &keys).expect("checked above"));
                 out.insert(path);
-                walk(item, struct_kind(def), path, out);
+                walk(item, item_kind, path, out);
                 path.pop();
             }
         }
@@ -195,9 +235,9 @@ fn value_at_mut<'a>(value: &'a mut Value, path: &[PathElement]) -> Option<&'a mu
 
 /// Merges an applied configuration into the live object: structs and maps field by
 /// field, sets as unions, list-maps item by item on their keys, leaves replaced.
-pub fn merge(live: Option<&Value>, applied: &Value, kind: Kind) -> Value {
+pub fn merge(live: Option<&Value>, applied: &Value, kind: Kind<'_>) -> Value {
     match (kind, live, applied) {
-        (Kind::Struct(_) | Kind::Map(_), Some(Value::Object(l)), Value::Object(a)) => {
+        (Kind::Struct(_) | Kind::Map(_) | Kind::Custom(_), Some(Value::Object(l)), Value::Object(a)) => {
             let mut out = l.clone();
             for (k, v) in a {
                 if v.is_null() {
@@ -213,13 +253,14 @@ pub fn merge(live: Option<&Value>, applied: &Value, kind: Kind) -> Value {
             out.extend(a.iter().filter(|v| !l.contains(v)).cloned());
             Value::Array(out)
         }
-        (Kind::MapList(keys, def), Some(Value::Array(l)), Value::Array(a)) => {
+        (Kind::MapList(..) | Kind::CustomMapList(_), Some(Value::Array(l)), Value::Array(a)) => {
+            let (keys, item_kind) = kind.map_list().expect("a list-map");
             let mut out = l.clone();
             for item in a {
-                let key = item_key(item, keys);
-                match out.iter_mut().find(|o| key.is_some() && item_key(o, keys) == key) {
-                    Some(existing) => *existing = merge(Some(existing), item, struct_kind(def)),
-                    None => out.push(merge(None, item, struct_kind(def))),
+                let key = item_key(item, &keys);
+                match out.iter_mut().find(|o| key.is_some() && item_key(o, &keys) == key) {
+                    Some(existing) => *existing = merge(Some(existing), item, item_kind),
+                    None => out.push(merge(None, item, item_kind)),
                 }
             }
             Value::Array(out)
@@ -247,8 +288,26 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn deployment() -> Kind {
+    fn deployment() -> Kind<'static> {
         Kind::Struct(schema::kind_definition("apps", "v1", "Deployment"))
+    }
+
+    #[test]
+    fn custom_schemas_merge_list_maps_by_key() {
+        let s = CustomSchema::parse(
+            &json!({"type": "object", "properties": {"spec": {"type": "object", "properties": {
+                "ports": {"type": "array", "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"],
+                          "items": {"type": "object", "properties": {"name": {"type": "string"}, "port": {"type": "integer"}}}},
+                "tags": {"type": "array", "x-kubernetes-list-type": "set", "items": {"type": "string"}},
+            }}}}),
+        );
+        let live = json!({"spec": {"ports": [{"name": "a", "port": 1}, {"name": "b", "port": 2}], "tags": ["x"]}});
+        let applied = json!({"spec": {"ports": [{"name": "b", "port": 3}], "tags": ["y"]}});
+        let merged = merge(Some(&live), &applied, Kind::Custom(&s));
+        assert_eq!(merged["spec"]["ports"], json!([{"name": "a", "port": 1}, {"name": "b", "port": 3}]));
+        assert_eq!(merged["spec"]["tags"], json!(["x", "y"]));
+        let fields = field_set(&applied, Kind::Custom(&s)).to_fields_v1();
+        assert!(fields["f:spec"]["f:ports"].get("k:{\"name\":\"b\"}").is_some(), "{fields}");
     }
 
     #[test]

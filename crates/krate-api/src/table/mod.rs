@@ -18,6 +18,7 @@ mod autoscaling;
 mod batch;
 mod cluster;
 mod core;
+mod custom;
 mod networking;
 mod policy;
 mod rbac;
@@ -25,6 +26,7 @@ mod resource;
 mod storage;
 
 pub use self::core::pod_status;
+pub use self::custom::{PrinterColumn, jsonpath};
 
 /// One column: header, type, and whether it shows only with `-o wide` (priority 1).
 pub struct Column {
@@ -241,6 +243,48 @@ pub fn for_kind(group: &str, kind: &str) -> TableDef {
         .or_else(|| resource::lookup(group, kind))
         .unwrap_or((DEFAULT_COLUMNS, default_row));
     TableDef { columns, row }
+}
+
+/// A Table of a resource's `objects`: the kind's own printer columns when its strategy
+/// declares them (custom resources), else `table`'s.
+pub fn table_of(
+    r: &crate::resource::ResourceInfo,
+    objects: &[Value],
+    resource_version: Option<&str>,
+    include: &str,
+) -> Value {
+    let Some(columns) = r.strategy.printer_columns() else {
+        return table(&r.group, &r.kind, objects, resource_version, include);
+    };
+    let rows: Vec<Value> = objects
+        .iter()
+        .map(|o| {
+            let mut row = json!({"cells": custom::cells(columns, o)});
+            if let Some(obj) = row_object(o, include) {
+                row["object"] = obj;
+            }
+            row
+        })
+        .collect();
+    let mut meta = json!({});
+    if let Some(rv) = resource_version {
+        meta["resourceVersion"] = json!(rv);
+    }
+    json!({"kind": "Table", "apiVersion": "meta.k8s.io/v1", "metadata": meta,
+        "columnDefinitions": custom::definitions(columns), "rows": rows})
+}
+
+/// What a row carries of its object: nothing, the object, or its metadata (default).
+fn row_object(o: &Value, include: &str) -> Option<Value> {
+    match include {
+        "None" => None,
+        "Object" => Some(o.clone()),
+        _ => Some(json!({
+            "kind": "PartialObjectMetadata",
+            "apiVersion": "meta.k8s.io/v1",
+            "metadata": o.get("metadata").cloned().unwrap_or(json!({})),
+        })),
+    }
 }
 
 /// A Table of `objects`; `include` is None, Metadata (the default) or Object.

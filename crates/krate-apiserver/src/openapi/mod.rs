@@ -2,6 +2,7 @@
 //! document per group-version (/openapi/v3), and the Swagger 2.0 document (/openapi/v2).
 //! Documents are built on first request and kept until the table changes.
 
+mod custom;
 mod ops;
 mod proto;
 mod schemas;
@@ -105,7 +106,7 @@ impl OpenApi {
         };
         let generation = table.generation();
         let resources = table.resources(&group, &version)?;
-        let doc = Doc::new(&v3::document(&ops::paths(&resources)));
+        let doc = Doc::new(&v3::document(&ops::paths(&resources), &resources));
         // A document built while the table changed is served once but not kept.
         let mut cache = self.fresh(table);
         if cache.generation == generation {
@@ -140,7 +141,7 @@ impl OpenApi {
                 all.extend(table.resources(&group, &version).unwrap_or_default());
             }
         }
-        let doc = Doc::new(&v2::document(&ops::paths(&all)));
+        let doc = Doc::new(&v2::document(&ops::paths(&all), &all));
         let mut cache = self.fresh(table);
         if cache.generation == generation {
             cache.v2 = Some(doc.clone());

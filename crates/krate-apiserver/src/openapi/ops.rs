@@ -323,8 +323,17 @@ fn resource_paths(r: &ResourceInfo) -> Vec<PathItem> {
     };
     let scope_params: Vec<Param> =
         if r.namespaced { vec![Param::Namespace, Param::Pretty] } else { vec![Param::Pretty] };
-    let object = kind_payload(&r.group, &r.version, &r.kind);
-    let list = kind_payload(&r.group, &r.version, &format!("{}List", r.kind));
+    let (object, list) = match r.strategy.openapi_schema() {
+        // Custom resources: their definitions come from the CRD (`custom`).
+        Some(_) => (
+            Payload::Def(super::custom::definition_name(&r.group, &r.version, &r.kind)),
+            Payload::Def(super::custom::definition_name(&r.group, &r.version, &format!("{}List", r.kind))),
+        ),
+        None => (
+            kind_payload(&r.group, &r.version, &r.kind),
+            kind_payload(&r.group, &r.version, &format!("{}List", r.kind)),
+        ),
+    };
     let status = Payload::Def(STATUS_DEF.into());
     let op = |method, action, verb: &str, kind_part: String, description: String| Operation {
         method,

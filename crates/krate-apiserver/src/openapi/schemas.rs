@@ -66,6 +66,42 @@ fn list_element(name: &str) -> Option<&'static str> {
     schema::definition_name_of(g, v, item)
 }
 
+/// `build`, plus the definitions of custom resources among `resources` (and the
+/// metadata definitions they refer to).
+pub fn build_with_custom(
+    roots: &BTreeSet<String>,
+    resources: &[std::sync::Arc<krate_api::ResourceInfo>],
+    flavor: Flavor,
+) -> Map<String, Value> {
+    let custom = super::custom::definitions(resources, flavor);
+    if custom.is_empty() {
+        return build(roots, flavor);
+    }
+    let mut roots = roots.clone();
+    roots.retain(|r| !custom.contains_key(r));
+    let mut defs = build(&roots, flavor);
+    // ObjectMeta and ListMeta, reached from custom definitions only by name.
+    let settings = match flavor {
+        Flavor::V3 => SchemaSettings::openapi3().with(|s| s.meta_schema = None),
+        Flavor::V2 => SchemaSettings::draft07().with(|s| {
+            s.meta_schema = None;
+            s.transforms.clear();
+            s.definitions_path = "/definitions".into();
+        }),
+    };
+    let mut generator = settings.into_generator();
+    generator.subschema_for::<k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta>();
+    generator.subschema_for::<k8s_openapi::apimachinery::pkg::apis::meta::v1::ListMeta>();
+    for (name, mut def) in generator.take_definitions(true) {
+        if !defs.contains_key(&name) {
+            decorate(&name, &mut def);
+            defs.insert(name, def);
+        }
+    }
+    defs.extend(custom);
+    defs
+}
+
 /// Every schema reachable from `roots`, keyed by definition name, with extensions.
 pub fn build(roots: &BTreeSet<String>, flavor: Flavor) -> Map<String, Value> {
     let settings = match flavor {

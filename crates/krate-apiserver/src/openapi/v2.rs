@@ -57,9 +57,9 @@ fn operation(op: &Operation) -> Value {
     v
 }
 
-pub fn document(paths: &[PathItem]) -> Value {
+pub fn document(paths: &[PathItem], resources: &[std::sync::Arc<krate_api::ResourceInfo>]) -> Value {
     let out = super::ops::path_items(paths, operation, parameter);
-    let definitions = schemas::build(&super::ops::referenced(paths), Flavor::V2);
+    let definitions = schemas::build_with_custom(&super::ops::referenced(paths), resources, Flavor::V2);
     json!({
         "swagger": "2.0",
         "info": {"title": "Kubernetes", "version": "unversioned"},

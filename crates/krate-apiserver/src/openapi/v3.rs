@@ -61,9 +61,9 @@ fn operation(op: &Operation) -> Value {
     v
 }
 
-pub fn document(paths: &[PathItem]) -> Value {
+pub fn document(paths: &[PathItem], resources: &[std::sync::Arc<krate_api::ResourceInfo>]) -> Value {
     let out = super::ops::path_items(paths, operation, parameter);
-    let schemas = schemas::build(&super::ops::referenced(paths), Flavor::V3);
+    let schemas = schemas::build_with_custom(&super::ops::referenced(paths), resources, Flavor::V3);
     json!({
         "openapi": "3.0.0",
         "info": {"title": "Kubernetes", "version": "unversioned"},

@@ -8,6 +8,7 @@ mod e2e_etcd;
 mod e2e_failover;
 mod e2e_kubectl;
 mod e2e_kubectl_authn;
+mod e2e_kubectl_crd;
 mod e2e_kubectl_csr;
 mod e2e_kubectl_encryption;
 mod e2e_kubectl_openapi;
