@@ -12,6 +12,7 @@ pub mod node_restriction;
 pub mod pod_security;
 pub mod resource_quota;
 pub mod service_account;
+pub mod validating_policy;
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -30,6 +31,7 @@ pub use node_restriction::NodeRestriction;
 pub use pod_security::{PodSecurity, PodSecurityConfig};
 pub use resource_quota::ResourceQuota;
 pub use service_account::ServiceAccount;
+pub use validating_policy::ValidatingAdmissionPolicy;
 
 /// Upstream's plugin order (kube-apiserver's AllOrderedPlugins), whichever are enabled:
 /// later security and extensibility plugins take their place in this list.
@@ -130,6 +132,7 @@ impl Chain {
             ("DefaultTolerationSeconds", Arc::new(DefaultTolerationSeconds::default())),
             ("DefaultStorageClass", Arc::new(DefaultStorageClass::new(registry))),
             ("ResourceQuota", Arc::new(ResourceQuota::new(registry))),
+            ("ValidatingAdmissionPolicy", Arc::new(ValidatingAdmissionPolicy::new(registry))),
         ])?;
         // Not upstream admission plugins (RBAC's check lives in its registry there), so
         // outside the ordered list: right after NamespaceLifecycle.

@@ -44,3 +44,14 @@ pub fn operation(op: krate_api::admission::Operation) -> &'static str {
         Connect => "connect",
     }
 }
+
+/// ValidatingAdmissionPolicy checks: per policy, the action taken and whether it
+/// came from a failed validation or an error (upstream's metric of this name).
+pub static VALIDATING_POLICY_CHECKS: LazyLock<IntCounterVec> = LazyLock::new(|| {
+    register_int_counter_vec!(
+        "apiserver_validating_admission_policy_check_total",
+        "Validation admission policy check total, labeled by policy and further identified by binding and enforcement action taken.",
+        &["policy", "policy_binding", "error_type", "enforcement_action"]
+    )
+    .expect("metric registers once")
+});

@@ -21,6 +21,7 @@ mod api_semantics;
 mod api_server_side_apply;
 mod api_services;
 mod api_strategic_patch;
+mod api_validating_policy;
 mod api_validation;
 mod api_versions;
 mod inprocess;
