@@ -17,6 +17,7 @@ pub mod bootstrap;
 pub mod client_auth;
 pub mod conditional;
 pub mod crd;
+pub mod crd_rules;
 pub mod discovery;
 pub mod encryption;
 pub mod eviction;

@@ -221,7 +221,7 @@ pub async fn start(opts: Options) -> Result<Running, StartError> {
     // Pods need their namespace's default service account (ServiceAccount admission).
     crate::namespace_defaults::spawn(registry.clone());
     // CustomResourceDefinitions: names, Established, serving and cleanup.
-    crate::crd::spawn(registry.clone(), Arc::new(krate_api::crd::validate::NoRules));
+    crate::crd::spawn(registry.clone(), Arc::new(crate::crd_rules::CelRules::default()));
     let endpoint_ip =
         if opts.bind.ip().is_unspecified() { host_address().unwrap_or(advertise_ip) } else { opts.bind.ip() };
     bootstrap::kubernetes_service(&registry, &alloc, endpoint_ip, bound.port())

@@ -395,3 +395,26 @@ async fn deleting_a_crd_deletes_its_objects_and_resource() {
     assert!(api.list(&ListParams::default()).await.unwrap().items.is_empty());
     assert!(other_ns.list(&ListParams::default()).await.unwrap().items.is_empty());
 }
+
+#[tokio::test]
+async fn x_kubernetes_validations_run_as_cel() {
+    let srv = TestServer::start().await;
+    let client = srv.client().await;
+    let mut crd = widget_crd("cel.example.com");
+    let spec = &mut crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"];
+    spec["x-kubernetes-validations"] = json!([
+        {"rule": "self.replicas <= self.size", "message": "replicas must not exceed size"},
+        {"rule": "self.size >= oldSelf.size", "messageExpression": "'size may not shrink from ' + string(oldSelf.size)", "fieldPath": ".size"},
+    ]);
+    establish(&client, crd).await;
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), "default", &resource("cel.example.com", "v1"));
+    let e = api_status(api.create(&PostParams::default(), &widget("c", json!({"size": 1, "replicas": 2}))).await.unwrap_err());
+    assert_eq!(e.code, 422);
+    assert!(e.message.contains("spec: Invalid value: \"object\": replicas must not exceed size"), "{}", e.message);
+    api.create(&PostParams::default(), &widget("c", json!({"size": 3, "replicas": 2}))).await.unwrap();
+    let e = api_status(
+        api.patch("c", &PatchParams::default(), &Patch::Merge(json!({"spec": {"size": 2}}))).await.unwrap_err(),
+    );
+    assert!(e.message.contains("spec.size: Invalid value: \"object\": size may not shrink from 3"), "{}", e.message);
+    api.patch("c", &PatchParams::default(), &Patch::Merge(json!({"spec": {"size": 4}}))).await.unwrap();
+}
