@@ -13,8 +13,8 @@ pub mod pod_security;
 pub mod priority;
 pub mod resource_quota;
 pub mod service_account;
-pub mod webhook;
 pub mod validating_policy;
+pub mod webhook;
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -34,8 +34,8 @@ pub use pod_security::{PodSecurity, PodSecurityConfig};
 pub use priority::Priority;
 pub use resource_quota::ResourceQuota;
 pub use service_account::ServiceAccount;
-pub use webhook::{MutatingAdmissionWebhook, ValidatingAdmissionWebhook};
 pub use validating_policy::ValidatingAdmissionPolicy;
+pub use webhook::{MutatingAdmissionWebhook, ValidatingAdmissionWebhook};
 
 /// Upstream's plugin order (kube-apiserver's AllOrderedPlugins), whichever are enabled:
 /// later security and extensibility plugins take their place in this list.

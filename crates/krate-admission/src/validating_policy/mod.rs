@@ -12,7 +12,7 @@
 //! The `authorizer` variable is not provided (expressions using it fail at runtime).
 
 mod compiled;
-mod evaluate;
+pub(crate) mod evaluate;
 pub mod matching;
 
 use std::collections::BTreeMap;

@@ -54,6 +54,7 @@ pub struct Hook {
     pub endpoint: Endpoint,
     pub ca_bundle: Vec<u8>,
     pub reinvoke_if_needed: bool,
+    pub match_conditions: super::conditions::MatchConditions,
 }
 
 impl Hook {
@@ -137,6 +138,7 @@ pub fn parse(configuration: &Value, mutating: bool) -> Vec<Hook> {
                 endpoint,
                 ca_bundle,
                 reinvoke_if_needed: mutating && str_or(h, "reinvocationPolicy", "Never") == "IfNeeded",
+                match_conditions: super::conditions::MatchConditions::parse(h),
             })
         })
         .collect()

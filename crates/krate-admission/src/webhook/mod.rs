@@ -5,6 +5,7 @@
 //! shared `Dispatcher` here.
 
 pub mod client;
+pub mod conditions;
 pub mod config;
 pub mod matching;
 pub mod mutating;
@@ -56,6 +57,19 @@ pub enum Failure {
     Rejected(ApiError),
 }
 
+/// The variables matchConditions see.
+fn condition_variables(attrs: &Attributes<'_>, obj: Option<&Value>, old: Option<&Value>) -> krate_cel::Activation {
+    let name = if attrs.name.is_empty() { obj.map(object::name).unwrap_or_default() } else { attrs.name };
+    let mut act = krate_cel::Activation::new();
+    act.insert("object", obj.unwrap_or(&Value::Null));
+    act.insert("oldObject", old.unwrap_or(&Value::Null));
+    act.insert(
+        "request",
+        &crate::validating_policy::evaluate::request_value(attrs, matching::operation_name(attrs.operation), name),
+    );
+    act
+}
+
 /// What both plugins share: the configurations and the HTTPS caller.
 pub struct Dispatcher {
     source: Source,
@@ -88,6 +102,7 @@ impl Dispatcher {
         }
         let Some(registry) = self.source.registry() else { return Ok(Vec::new()) };
         let mut out = Vec::new();
+        let mut activation = None;
         for (index, hook) in hooks.iter().enumerate() {
             let Some(resource) = matching::matching_resource(hook, attrs, &registry) else { continue };
             if !matching::object_selector_matches(hook, obj, old) {
@@ -95,6 +110,20 @@ impl Dispatcher {
             }
             if !matching::namespace_selector_matches(hook, attrs, obj, old, &registry).await? {
                 continue;
+            }
+            if !hook.match_conditions.is_empty() {
+                let act = activation.get_or_insert_with(|| condition_variables(attrs, obj, old));
+                match hook.match_conditions.evaluate(act) {
+                    conditions::Verdict::Call => {}
+                    conditions::Verdict::Skip => continue,
+                    conditions::Verdict::Error(_) if hook.ignore_failures => continue,
+                    conditions::Verdict::Error(e) => {
+                        return Err(ApiError::internal(format!(
+                            "failed calling webhook \"{}\": failed to evaluate match conditions: {e}",
+                            hook.name
+                        )));
+                    }
+                }
             }
             out.push(Invocation { hook: hook.clone(), index, resource });
         }

@@ -191,13 +191,28 @@ fn validate_webhook(hook: &Value, mutating: bool, req: &Requirements, at: &str) 
         (false, true) => causes.extend(validate_service(&cc["service"], &format!("{at}.clientConfig.service"))),
         _ => causes.push(Cause::required(format!("{at}.clientConfig"), "exactly one of url or service is required")),
     }
-    // Match conditions are CEL expressions; until a CEL evaluator is part of the server,
-    // a webhook that names them is refused rather than called without them.
-    if !array_of(hook, "matchConditions").is_empty() {
-        causes.push(Cause::forbidden(
+    // Match conditions: named uniquely, each with an expression (compiled by the plugin;
+    // an expression that does not compile fails as the webhook's failurePolicy says).
+    let conditions = array_of(hook, "matchConditions");
+    if conditions.len() > 64 {
+        causes.push(Cause::new(
+            "FieldValueTooMany",
+            format!("Too many: {}: must have at most 64 items", conditions.len()),
             format!("{at}.matchConditions"),
-            "matchConditions are not supported yet by this server (no CEL evaluator)",
         ));
+    }
+    let mut names = std::collections::HashSet::new();
+    for (i, c) in conditions.iter().enumerate() {
+        let here = format!("{at}.matchConditions[{i}]");
+        let name = str_of(c, "name");
+        if name.is_empty() {
+            causes.push(Cause::required(format!("{here}.name"), ""));
+        } else if !names.insert(name) {
+            causes.push(Cause::duplicate(format!("{here}.name"), name));
+        }
+        if str_of(c, "expression").trim().is_empty() {
+            causes.push(Cause::required(format!("{here}.expression"), ""));
+        }
     }
     causes
 }
@@ -482,10 +497,20 @@ mod tests {
     }
 
     #[test]
-    fn match_conditions_are_refused_until_cel_is_served() {
+    fn match_conditions_need_unique_names_and_expressions() {
         let mut h = hook();
         h["matchConditions"] = json!([{"name": "a", "expression": "true"}]);
+        assert!(validate_validating(&json!({"webhooks": [h.clone()]})).is_empty());
+        h["matchConditions"] =
+            json!([{"name": "a", "expression": "true"}, {"name": "a", "expression": ""}, {"expression": "true"}]);
         let causes = validate_validating(&json!({"webhooks": [h]}));
-        assert_eq!(fields(&causes), ["webhooks[0].matchConditions"]);
+        assert_eq!(
+            fields(&causes),
+            [
+                "webhooks[0].matchConditions[1].name",
+                "webhooks[0].matchConditions[1].expression",
+                "webhooks[0].matchConditions[2].name"
+            ]
+        );
     }
 }

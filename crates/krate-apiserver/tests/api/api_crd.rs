@@ -408,7 +408,9 @@ async fn x_kubernetes_validations_run_as_cel() {
     ]);
     establish(&client, crd).await;
     let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), "default", &resource("cel.example.com", "v1"));
-    let e = api_status(api.create(&PostParams::default(), &widget("c", json!({"size": 1, "replicas": 2}))).await.unwrap_err());
+    let e = api_status(
+        api.create(&PostParams::default(), &widget("c", json!({"size": 1, "replicas": 2}))).await.unwrap_err(),
+    );
     assert_eq!(e.code, 422);
     assert!(e.message.contains("spec: Invalid value: \"object\": replicas must not exceed size"), "{}", e.message);
     api.create(&PostParams::default(), &widget("c", json!({"size": 3, "replicas": 2}))).await.unwrap();

@@ -18,6 +18,6 @@ mod e2e_kubectl_protobuf;
 mod e2e_kubectl_rbac;
 mod e2e_kubectl_rollout;
 mod e2e_kubectl_tables;
-mod e2e_kubectl_webhooks;
 mod e2e_kubectl_validating_policy;
+mod e2e_kubectl_webhooks;
 mod e2e_python;
