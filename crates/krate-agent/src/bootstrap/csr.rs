@@ -135,9 +135,8 @@ mod tests {
         let (pem, _) = Ask::serving("n1", &["host1".into(), "10.0.0.5".into()]).request_pem().unwrap();
         assert!(pem.starts_with("-----BEGIN CERTIFICATE REQUEST-----"));
         let der = super::super::files::pem_ders(&pem, "CERTIFICATE REQUEST").remove(0);
-        let (_, req) =
-            <x509_parser::certification_request::X509CertificationRequest as x509_parser::prelude::FromDer>::from_der(&der)
-                .unwrap();
+        use x509_parser::prelude::FromDer;
+        let (_, req) = x509_parser::certification_request::X509CertificationRequest::from_der(&der).unwrap();
         let subject = &req.certification_request_info.subject;
         assert_eq!(subject.iter_common_name().next().unwrap().as_str().unwrap(), "system:node:n1");
         assert_eq!(subject.iter_organization().next().unwrap().as_str().unwrap(), "system:nodes");

@@ -58,7 +58,7 @@ pub fn parse_cpu_list(text: &str) -> u64 {
 /// Bytes as a Kubernetes quantity: `NKi` when a whole number of KiB (as the kubelet
 /// prints memory), else plain bytes.
 pub fn bytes_quantity(bytes: u64) -> String {
-    if bytes % 1024 == 0 { format!("{}Ki", bytes / 1024) } else { bytes.to_string() }
+    if bytes > 0 && bytes % 1024 == 0 { format!("{}Ki", bytes / 1024) } else { bytes.to_string() }
 }
 
 /// Hugepage resource name of a page size: hugepages-2Mi, hugepages-1Gi.
@@ -264,6 +264,7 @@ mod tests {
     fn quantities_and_names_are_the_kubelets() {
         assert_eq!(bytes_quantity(2048), "2Ki");
         assert_eq!(bytes_quantity(1000), "1000");
+        assert_eq!(bytes_quantity(0), "0");
         assert_eq!(hugepage_resource(2 << 20), "hugepages-2Mi");
         assert_eq!(hugepage_resource(1 << 30), "hugepages-1Gi");
         assert_eq!(

@@ -229,4 +229,34 @@ mod tests {
         );
         assert!(recognize(&denied).unwrap().is_empty());
     }
+
+    fn serving_csr(cn: &str, user: &str, groups: &[&str], sans: Vec<rcgen::SanType>) -> CertificateSigningRequest {
+        let pem = request_pem(cn, &["system:nodes"], sans);
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "s"},
+            "spec": {"request": k8s_openapi::ByteString(pem.into_bytes()), "signerName": request::KUBELET_SERVING,
+                     "usages": ["digital signature", "server auth"], "username": user, "groups": groups},
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn serving_requests_are_approved_only_for_the_nodes_own_addresses() {
+        let ip = std::net::IpAddr::from([10, 0, 0, 5]);
+        let sans = || vec![rcgen::SanType::DnsName("host1".try_into().unwrap()), rcgen::SanType::IpAddress(ip)];
+        let own = serving_csr("system:node:n1", "system:node:n1", &["system:nodes"], sans());
+        let Serving::Node { name, dns, ips } = recognize_serving(&own) else { panic!("recognized") };
+        assert_eq!((name.as_str(), dns.as_slice(), ips.as_slice()), ("n1", &["host1".to_string()][..], &[ip][..]));
+        let node: Node = serde_json::from_value(serde_json::json!({"metadata": {"name": "n1"}, "status": {"addresses": [
+            {"type": "InternalIP", "address": "10.0.0.5"}, {"type": "Hostname", "address": "host1"}]}}))
+        .unwrap();
+        assert!(names_match_node(&node, &dns, &ips));
+        assert!(!names_match_node(&node, &["other".into()], &ips));
+        assert!(!names_match_node(&node, &dns, &[std::net::IpAddr::from([10, 0, 0, 6])]));
+        // Someone else asking for the node's serving certificate is left to a person.
+        let other = serving_csr("system:node:n1", "system:node:n2", &["system:nodes"], sans());
+        assert_eq!(recognize_serving(&other), Serving::NotApplicable);
+        let not_node = serving_csr("system:node:n1", "system:node:n1", &["ops"], sans());
+        assert_eq!(recognize_serving(&not_node), Serving::NotApplicable);
+    }
 }
