@@ -32,14 +32,22 @@ pub fn cluster_info_kubeconfig(server: &str, ca_pem: &str) -> String {
 }
 
 /// Creates or refreshes everything above. `tokens` are the signing tokens (id, secret).
-pub async fn publish(registry: &Registry, server: &str, ca_pem: &str, tokens: &[(String, String)]) -> Result<(), ApiError> {
+pub async fn publish(
+    registry: &Registry,
+    server: &str,
+    ca_pem: &str,
+    tokens: &[(String, String)],
+) -> Result<(), ApiError> {
     let user = apiserver();
     let ctx = Context::internal(&user, &NoAdmission);
     let kubeconfig = cluster_info_kubeconfig(server, ca_pem);
     let mut data = serde_json::Map::new();
     data.insert("kubeconfig".into(), json!(kubeconfig));
     for (id, secret) in tokens {
-        data.insert(bootstrap_jws::signature_key(id), json!(bootstrap_jws::detached_signature(&kubeconfig, id, secret)));
+        data.insert(
+            bootstrap_jws::signature_key(id),
+            json!(bootstrap_jws::detached_signature(&kubeconfig, id, secret)),
+        );
     }
     let cm = json!({
         "apiVersion": "v1", "kind": "ConfigMap",

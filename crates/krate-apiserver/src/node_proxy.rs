@@ -154,9 +154,8 @@ impl NodeProxy {
         B: http_body::Body<Data = Bytes> + Send + 'static,
         B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
     {
-        let unreachable = |e: &dyn std::fmt::Display| {
-            ApiError::service_unavailable(format!("error trying to reach service: {e}"))
-        };
+        let unreachable =
+            |e: &dyn std::fmt::Display| ApiError::service_unavailable(format!("error trying to reach service: {e}"));
         let upgrade = is_upgrade(&parts.headers);
         let client_upgrade = parts.extensions.remove::<hyper::upgrade::OnUpgrade>();
         let server_name = match host.parse::<IpAddr>() {
@@ -249,9 +248,11 @@ const HOP_BY_HOP: &[&str] =
     &["connection", "keep-alive", "proxy-connection", "transfer-encoding", "te", "trailer", "upgrade"];
 
 fn is_upgrade(headers: &http::HeaderMap) -> bool {
-    headers.get_all(header::CONNECTION).iter().any(|v| {
-        v.to_str().is_ok_and(|s| s.split(',').any(|t| t.trim().eq_ignore_ascii_case("upgrade")))
-    }) && headers.contains_key(header::UPGRADE)
+    headers
+        .get_all(header::CONNECTION)
+        .iter()
+        .any(|v| v.to_str().is_ok_and(|s| s.split(',').any(|t| t.trim().eq_ignore_ascii_case("upgrade"))))
+        && headers.contains_key(header::UPGRADE)
 }
 
 /// Whether a client header goes on to the kubelet: not its credentials (the API server
@@ -287,9 +288,10 @@ fn pod_target(
     name: &str,
     query: &HashMap<String, String>,
 ) -> Result<(String, String), ApiError> {
-    let node = pod["spec"]["nodeName"].as_str().filter(|n| !n.is_empty()).ok_or_else(|| {
-        ApiError::bad_request(format!("pod {name} does not have a host assigned"))
-    })?;
+    let node = pod["spec"]["nodeName"]
+        .as_str()
+        .filter(|n| !n.is_empty())
+        .ok_or_else(|| ApiError::bad_request(format!("pod {name} does not have a host assigned")))?;
     if sub == "portforward" {
         return Ok((node.into(), format!("/portForward/{namespace}/{name}")));
     }
@@ -310,8 +312,7 @@ fn container_of(pod: &Value, name: &str, asked: Option<&str>) -> Result<String, 
             .map(|cs| cs.iter().filter_map(|c| c["name"].as_str().map(String::from)).collect())
             .unwrap_or_default()
     };
-    let (containers, init, ephemeral) =
-        (names("containers"), names("initContainers"), names("ephemeralContainers"));
+    let (containers, init, ephemeral) = (names("containers"), names("initContainers"), names("ephemeralContainers"));
     match asked {
         Some(c) if !c.is_empty() => {
             if containers.iter().chain(&init).chain(&ephemeral).any(|n| n == c) {
@@ -395,7 +396,10 @@ mod tests {
         let two = json!({"spec": {"nodeName": "n1", "containers": [{"name": "a"}, {"name": "b"}],
             "initContainers": [{"name": "i"}]}});
         let e = pod_target(&two, "exec", "ns", "p", &q).unwrap_err();
-        assert_eq!(e.message, "a container name must be specified for pod p, choose one of: [a b] or one of the init containers: [i]");
+        assert_eq!(
+            e.message,
+            "a container name must be specified for pod p, choose one of: [a b] or one of the init containers: [i]"
+        );
         let q = HashMap::from([("container".to_string(), "i".to_string())]);
         assert_eq!(pod_target(&two, "exec", "ns", "p", &q).unwrap().1, "/exec/ns/p/i");
         let unscheduled = json!({"spec": {"containers": [{"name": "a"}]}});

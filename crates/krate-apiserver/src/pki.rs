@@ -126,7 +126,8 @@ impl Pki {
                 ck
             }
         };
-        let (kc_crt, kc_key) = (dir.join("client-kube-apiserver-kubelet.crt"), dir.join("client-kube-apiserver-kubelet.key"));
+        let (kc_crt, kc_key) =
+            (dir.join("client-kube-apiserver-kubelet.crt"), dir.join("client-kube-apiserver-kubelet.key"));
         let kubelet_client = match (read(&kc_crt)?, read(&kc_key)?) {
             (Some(cert_pem), Some(key_pem)) => CertKey { cert_pem, key_pem },
             _ => {

@@ -318,14 +318,22 @@ impl ApiServer {
         B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
     {
         crate::node_proxy::NodeProxy::authorize_upgrade(info, user, self.authorizer.as_ref()).await?;
-        let r = self.registry.table.lookup(&info.group, &info.version, &info.resource).ok_or_else(ApiError::not_found_path)?;
-        let verbs = r.subresource(info.subresource.as_deref().unwrap_or_default()).map(|s| s.verbs.clone()).unwrap_or_default();
+        let r = self
+            .registry
+            .table
+            .lookup(&info.group, &info.version, &info.resource)
+            .ok_or_else(ApiError::not_found_path)?;
+        let verbs =
+            r.subresource(info.subresource.as_deref().unwrap_or_default()).map(|s| s.verbs.clone()).unwrap_or_default();
         // Connect verbs are the HTTP method's (GET: get, POST: create...); nodes/proxy
         // passes every method on.
         if info.resource != "nodes" && !verbs.iter().any(|v| v == &info.verb) {
-            return Err(ApiError::method_not_allowed("the server does not allow this method on the requested resource"));
+            return Err(ApiError::method_not_allowed(
+                "the server does not allow this method on the requested resource",
+            ));
         }
-        let proxy = self.node_proxy.get().ok_or_else(|| ApiError::service_unavailable("node proxying is not set up"))?;
+        let proxy =
+            self.node_proxy.get().ok_or_else(|| ApiError::service_unavailable("node proxying is not set up"))?;
         proxy.serve(parts, body, info, query).await
     }
 

@@ -187,7 +187,8 @@ pub async fn start(opts: Options) -> Result<Running, StartError> {
     let server = Arc::new(ApiServer::new(registry.clone(), admission.clone(), auth, config));
     authz::register_reviews(&server, &authorization);
     authn.register(&server);
-    let node_proxy = crate::node_proxy::NodeProxy::new(registry.clone(), &pki).map_err(|e| StartError::Io(e.to_string()))?;
+    let node_proxy =
+        crate::node_proxy::NodeProxy::new(registry.clone(), &pki).map_err(|e| StartError::Io(e.to_string()))?;
     server.set_node_proxy(Arc::new(node_proxy));
     server.register_computed(
         "",

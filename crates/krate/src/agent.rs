@@ -23,7 +23,13 @@ fn node_ip(args: &NodeArgs) -> IpAddr {
     args.node_ip.or_else(krate_apiserver::start::host_address).unwrap_or(IpAddr::V4(Ipv4Addr::LOCALHOST))
 }
 
-fn config(node_name: String, hostname: String, node: &NodeArgs, data_dir: &std::path::Path, ca_pem: &str) -> AgentConfig {
+fn config(
+    node_name: String,
+    hostname: String,
+    node: &NodeArgs,
+    data_dir: &std::path::Path,
+    ca_pem: &str,
+) -> AgentConfig {
     AgentConfig {
         node_name,
         hostname,
@@ -68,9 +74,11 @@ pub async fn start_in_server(running: &Running, args: &ServerArgs) -> anyhow::Re
     let config = config(node.clone(), hostname.clone(), &args.node, &args.data_dir, &running.pki.ca.cert_pem);
     let sans = vec![hostname, config.node_ip.to_string()];
     let serving = running.pki.issue_serving(&format!("system:node:{node}"), &["system:nodes"], &sans)?;
-    Ok(agent::start(client, config, Serving::Given(krate_agent::bootstrap::CertKey {
-        cert_pem: serving.cert_pem,
-        key_pem: serving.key_pem,
-    }), Seams::default())
+    Ok(agent::start(
+        client,
+        config,
+        Serving::Given(krate_agent::bootstrap::CertKey { cert_pem: serving.cert_pem, key_pem: serving.key_pem }),
+        Seams::default(),
+    )
     .await?)
 }

@@ -26,7 +26,9 @@ pub enum CsrError {
     Denied { name: String, message: String },
     #[error("CertificateSigningRequest {name} failed: {message}")]
     Failed { name: String, message: String },
-    #[error("CertificateSigningRequest {name} was not approved and signed within {seconds} s (is the controller manager running?)")]
+    #[error(
+        "CertificateSigningRequest {name} was not approved and signed within {seconds} s (is the controller manager running?)"
+    )]
     Timeout { name: String, seconds: u64 },
 }
 
@@ -141,6 +143,9 @@ mod tests {
         assert_eq!(subject.iter_common_name().next().unwrap().as_str().unwrap(), "system:node:n1");
         assert_eq!(subject.iter_organization().next().unwrap().as_str().unwrap(), "system:nodes");
         let client = Ask::client("n1");
-        assert_eq!((client.signer, client.usages.as_slice()), (KUBELET_CLIENT, &["digital signature", "client auth"][..]));
+        assert_eq!(
+            (client.signer, client.usages.as_slice()),
+            (KUBELET_CLIENT, &["digital signature", "client auth"][..])
+        );
     }
 }

@@ -30,7 +30,9 @@ pub enum BootstrapError {
     BadToken,
     #[error("reading cluster-info from {server}: {source}")]
     ClusterInfo { server: String, source: kube::Error },
-    #[error("cluster-info from {0} is not signed with this join token: the token is wrong or expired, or the server is not the cluster's")]
+    #[error(
+        "cluster-info from {0} is not signed with this join token: the token is wrong or expired, or the server is not the cluster's"
+    )]
     Unsigned(String),
     #[error("cluster-info holds no usable kubeconfig: {0}")]
     BadClusterInfo(String),
@@ -186,7 +188,12 @@ async fn renew_client(
 
 /// The agent's serving certificate for `names` (the node's hostname and addresses):
 /// reused when still good and naming them all, else asked for as the node.
-pub async fn serving_certificate(client: &kube::Client, node: &str, names: &[String], data_dir: &Path) -> Result<CertKey, BootstrapError> {
+pub async fn serving_certificate(
+    client: &kube::Client,
+    node: &str,
+    names: &[String],
+    data_dir: &Path,
+) -> Result<CertKey, BootstrapError> {
     let dir = agent_dir(data_dir);
     let (cert_path, key_path) = (dir.join("serving-kubelet.crt"), dir.join("serving-kubelet.key"));
     let subject = format!("system:node:{node}");

@@ -32,7 +32,8 @@ pub fn user_of_certificate(der: &[u8]) -> Option<User> {
     let (_, cert) = X509Certificate::from_der(der).ok()?;
     let subject = cert.subject();
     let name = subject.iter_common_name().next()?.as_str().ok()?.to_string();
-    let mut groups: Vec<String> = subject.iter_organization().filter_map(|o| o.as_str().ok().map(String::from)).collect();
+    let mut groups: Vec<String> =
+        subject.iter_organization().filter_map(|o| o.as_str().ok().map(String::from)).collect();
     groups.push("system:authenticated".into());
     Some(User { name, groups, ..Default::default() })
 }
@@ -124,10 +125,8 @@ impl Auth {
             return user;
         }
         let reviews: Api<TokenReview> = Api::all(self.client.clone());
-        let review = TokenReview {
-            spec: TokenReviewSpec { token: token.into(), ..Default::default() },
-            ..Default::default()
-        };
+        let review =
+            TokenReview { spec: TokenReviewSpec { token: token.into(), ..Default::default() }, ..Default::default() };
         let user = match reviews.create(&PostParams::default(), &review).await {
             Ok(r) => r.status.filter(|s| s.authenticated == Some(true)).and_then(|s| s.user).map(|u| User {
                 name: u.username.unwrap_or_default(),

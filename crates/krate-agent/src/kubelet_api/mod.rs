@@ -160,7 +160,11 @@ impl KubeletApi {
                     tls.get_ref().1.peer_certificates().and_then(|c| c.first()).map(|c| Arc::new(c.to_vec()));
                 let service = service_fn(move |req| {
                     let (state, leaf) = (state.clone(), leaf.clone());
-                    async move { Ok::<_, std::convert::Infallible>(serve(&state, req, leaf.as_deref().map(|v| v.as_slice())).await) }
+                    async move {
+                        Ok::<_, std::convert::Infallible>(
+                            serve(&state, req, leaf.as_deref().map(|v| v.as_slice())).await,
+                        )
+                    }
                 });
                 let builder = auto::Builder::new(TokioExecutor::new());
                 if let Err(e) = builder.serve_connection_with_upgrades(TokioIo::new(tls), service).await {
@@ -181,7 +185,20 @@ fn text(status: StatusCode, body: impl Into<Bytes>, content_type: &str) -> Respo
 
 /// The path group a request is counted under (no names, to keep label values few).
 fn path_label(path: &str) -> &'static str {
-    for p in ["/healthz", "/pods", "/metrics", "/stats", "/containerLogs", "/exec", "/attach", "/portForward", "/run", "/logs", "/configz", "/checkpoint"] {
+    for p in [
+        "/healthz",
+        "/pods",
+        "/metrics",
+        "/stats",
+        "/containerLogs",
+        "/exec",
+        "/attach",
+        "/portForward",
+        "/run",
+        "/logs",
+        "/configz",
+        "/checkpoint",
+    ] {
         if path == p || path.starts_with(&format!("{p}/")) {
             return p;
         }
@@ -192,9 +209,7 @@ fn path_label(path: &str) -> &'static str {
 async fn serve(state: &State, req: Request<Incoming>, leaf: Option<&[u8]>) -> Response<Body> {
     let (method, path) = (req.method().clone(), req.uri().path().to_string());
     let response = route(state, req, leaf).await;
-    metrics::API_REQUESTS
-        .with_label_values(&[method.as_str(), path_label(&path), response.status().as_str()])
-        .inc();
+    metrics::API_REQUESTS.with_label_values(&[method.as_str(), path_label(&path), response.status().as_str()]).inc();
     response
 }
 
@@ -215,7 +230,9 @@ async fn route(state: &State, req: Request<Incoming>, leaf: Option<&[u8]>) -> Re
                 let list = serde_json::json!({"kind": "PodList", "apiVersion": "v1", "metadata": {}, "items": items});
                 text(StatusCode::OK, list.to_string(), "application/json")
             }
-            Err(e) => text(StatusCode::INTERNAL_SERVER_ERROR, format!("listing pods: {e}"), "text/plain; charset=utf-8"),
+            Err(e) => {
+                text(StatusCode::INTERNAL_SERVER_ERROR, format!("listing pods: {e}"), "text/plain; charset=utf-8")
+            }
         },
         "/metrics" if get => text(StatusCode::OK, metrics::render(), "text/plain; version=0.0.4; charset=utf-8"),
         _ => {

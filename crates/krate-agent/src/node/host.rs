@@ -113,7 +113,9 @@ impl Resources {
         };
         let pid_max = read("/proc/sys/kernel/pid_max").trim().parse().unwrap_or(32768);
         let running = std::fs::read_dir("/proc")
-            .map(|d| d.flatten().filter(|e| e.file_name().to_string_lossy().bytes().all(|b| b.is_ascii_digit())).count())
+            .map(|d| {
+                d.flatten().filter(|e| e.file_name().to_string_lossy().bytes().all(|b| b.is_ascii_digit())).count()
+            })
             .unwrap_or(0) as u64;
         Resources {
             cpus,
@@ -182,7 +184,9 @@ pub fn parse_os_release(text: &str) -> Option<String> {
 impl Identity {
     pub fn read() -> Identity {
         let first = |paths: &[&str]| {
-            paths.iter().find_map(|p| std::fs::read_to_string(p).ok().map(|s| s.trim().to_string()).filter(|s| !s.is_empty()))
+            paths
+                .iter()
+                .find_map(|p| std::fs::read_to_string(p).ok().map(|s| s.trim().to_string()).filter(|s| !s.is_empty()))
         };
         Identity {
             machine_id: first(&["/etc/machine-id", "/var/lib/dbus/machine-id"]).unwrap_or_default(),

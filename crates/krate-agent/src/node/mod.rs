@@ -77,7 +77,9 @@ impl StatusReporter {
         let node: Node = serde_json::from_value(status::node_object(&self.options.identity)).expect("node literal");
         match self.nodes.create(&PostParams::default(), &node).await {
             Ok(_) => tracing::info!(node = self.name(), "registered the node"),
-            Err(kube::Error::Api(s)) if s.code == 409 => tracing::info!(node = self.name(), "the node exists; taking it over"),
+            Err(kube::Error::Api(s)) if s.code == 409 => {
+                tracing::info!(node = self.name(), "the node exists; taking it over")
+            }
             Err(source) => return Err(NodeError::Register { node: self.name().into(), source }),
         }
         self.report(false, true).await
@@ -108,8 +110,10 @@ impl StatusReporter {
         if !(due || force) {
             return Ok(());
         }
-        let result =
-            self.nodes.patch_status(self.name(), &PatchParams::default(), &Patch::Merge(&json!({"status": next}))).await;
+        let result = self
+            .nodes
+            .patch_status(self.name(), &PatchParams::default(), &Patch::Merge(&json!({"status": next})))
+            .await;
         metrics::STATUS_UPDATES.with_label_values(&[if result.is_ok() { "success" } else { "error" }]).inc();
         result.map_err(|source| NodeError::Status { node: self.name().into(), source })?;
         *self.last.lock() = Some((next, Instant::now()));
@@ -118,7 +122,8 @@ impl StatusReporter {
 
     async fn current_conditions(&self) -> Vec<Value> {
         match self.nodes.get(self.name()).await {
-            Ok(n) => serde_json::to_value(n.status.and_then(|s| s.conditions).unwrap_or_default()).unwrap_or_default()
+            Ok(n) => serde_json::to_value(n.status.and_then(|s| s.conditions).unwrap_or_default())
+                .unwrap_or_default()
                 .as_array()
                 .cloned()
                 .unwrap_or_default(),

@@ -247,9 +247,10 @@ mod tests {
         let own = serving_csr("system:node:n1", "system:node:n1", &["system:nodes"], sans());
         let Serving::Node { name, dns, ips } = recognize_serving(&own) else { panic!("recognized") };
         assert_eq!((name.as_str(), dns.as_slice(), ips.as_slice()), ("n1", &["host1".to_string()][..], &[ip][..]));
-        let node: Node = serde_json::from_value(serde_json::json!({"metadata": {"name": "n1"}, "status": {"addresses": [
+        let node: Node =
+            serde_json::from_value(serde_json::json!({"metadata": {"name": "n1"}, "status": {"addresses": [
             {"type": "InternalIP", "address": "10.0.0.5"}, {"type": "Hostname", "address": "host1"}]}}))
-        .unwrap();
+            .unwrap();
         assert!(names_match_node(&node, &dns, &ips));
         assert!(!names_match_node(&node, &["other".into()], &ips));
         assert!(!names_match_node(&node, &dns, &[std::net::IpAddr::from([10, 0, 0, 6])]));

@@ -108,15 +108,20 @@ fn an_agent_joins_with_the_token_registers_heartbeats_and_serves_through_the_pro
             && l.ends_with("Approved")),
         "{csrs}"
     );
-    assert!(
-        csrs.lines().any(|l| l == format!("kubernetes.io/kubelet-serving system:node:{NODE} Approved")),
-        "{csrs}"
-    );
+    assert!(csrs.lines().any(|l| l == format!("kubernetes.io/kubelet-serving system:node:{NODE} Approved")), "{csrs}");
     let client_cert = std::fs::read_to_string(agent_dir.join("agent/client-kubelet.crt")).unwrap();
 
     // The Lease is renewed every 10 s.
     let lease = |field: &str| {
-        let out = server.kubectl(&["get", "lease", "-n", "kube-node-lease", NODE, "-o", &format!("jsonpath={{.spec.{field}}}")]);
+        let out = server.kubectl(&[
+            "get",
+            "lease",
+            "-n",
+            "kube-node-lease",
+            NODE,
+            "-o",
+            &format!("jsonpath={{.spec.{field}}}"),
+        ]);
         String::from_utf8_lossy(&out.stdout).into_owned()
     };
     assert_eq!(lease("holderIdentity"), NODE);
@@ -145,10 +150,7 @@ fn an_agent_joins_with_the_token_registers_heartbeats_and_serves_through_the_pro
     // A graceful stop marks the node not ready; a restart reuses the certificate.
     agent.stop();
     assert_eq!(ready(&server), "False");
-    assert_eq!(
-        node_field(&server, "{.status.conditions[?(@.type==\"Ready\")].message}"),
-        "node is shutting down"
-    );
+    assert_eq!(node_field(&server, "{.status.conditions[?(@.type==\"Ready\")].message}"), "node is shutting down");
     let csr_count = server.kubectl_ok(&["get", "csr", "-o", "name"]).lines().count();
     let agent = AgentProcess::start(&server, &agent_dir);
     wait_for("the node is Ready again", Duration::from_secs(60), || ready(&server) == "True", || agent.log());
