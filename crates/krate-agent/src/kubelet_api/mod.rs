@@ -35,9 +35,10 @@ pub type RouteFuture = Pin<Box<dyn Future<Output = Response<Body>> + Send>>;
 
 /// More endpoints, served after authentication and authorization: the seam where the
 /// container runtime adds /containerLogs, /exec, /attach, /portForward and /stats.
-/// Returning the request back means "not mine".
 pub trait Routes: Send + Sync {
-    fn route(&self, req: Request<Incoming>, user: &auth::User) -> Result<RouteFuture, Request<Incoming>>;
+    /// Whether `path` is one of these endpoints.
+    fn handles(&self, path: &str) -> bool;
+    fn route(&self, req: Request<Incoming>, user: &auth::User) -> RouteFuture;
 }
 
 /// The pods /pods lists (the seam for the runtime's pod manager; by default the pods
@@ -237,14 +238,9 @@ async fn route(state: &State, req: Request<Incoming>, leaf: Option<&[u8]>) -> Re
         "/metrics" if get => text(StatusCode::OK, metrics::render(), "text/plain; version=0.0.4; charset=utf-8"),
         _ => {
             let routes = state.routes.read().clone();
-            let req = match routes {
-                Some(r) => match r.route(req, &user) {
-                    Ok(fut) => return fut.await,
-                    Err(req) => req,
-                },
-                None => req,
-            };
-            drop(req);
+            if let Some(r) = routes.filter(|r| r.handles(&path)) {
+                return r.route(req, &user).await;
+            }
             text(StatusCode::NOT_FOUND, "404 page not found\n", "text/plain; charset=utf-8")
         }
     }

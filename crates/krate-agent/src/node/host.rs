@@ -58,16 +58,16 @@ pub fn parse_cpu_list(text: &str) -> u64 {
 /// Bytes as a Kubernetes quantity: `NKi` when a whole number of KiB (as the kubelet
 /// prints memory), else plain bytes.
 pub fn bytes_quantity(bytes: u64) -> String {
-    if bytes > 0 && bytes % 1024 == 0 { format!("{}Ki", bytes / 1024) } else { bytes.to_string() }
+    if bytes > 0 && bytes.is_multiple_of(1024) { format!("{}Ki", bytes / 1024) } else { bytes.to_string() }
 }
 
 /// Hugepage resource name of a page size: hugepages-2Mi, hugepages-1Gi.
 pub fn hugepage_resource(size: u64) -> String {
     const GI: u64 = 1 << 30;
     const MI: u64 = 1 << 20;
-    if size % GI == 0 {
+    if size.is_multiple_of(GI) {
         format!("hugepages-{}Gi", size / GI)
-    } else if size % MI == 0 {
+    } else if size.is_multiple_of(MI) {
         format!("hugepages-{}Mi", size / MI)
     } else {
         format!("hugepages-{}Ki", size / 1024)
