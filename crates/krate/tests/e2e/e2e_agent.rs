@@ -177,3 +177,37 @@ fn a_wrong_token_is_refused_before_trusting_the_server() {
     assert!(stderr.contains("not signed with this join token"), "{stderr}");
     assert!(!dir.path().join("agent/agent/server-ca.crt").exists());
 }
+
+#[test]
+fn krate_server_runs_an_agent_for_its_own_node() {
+    let dir = tempfile::tempdir().unwrap();
+    let data_dir = dir.path().join("server");
+    let port = free_port();
+    let log = std::fs::File::create(data_dir.with_extension("log")).unwrap();
+    let child = Command::new(env!("CARGO_BIN_EXE_krate"))
+        .args(["server", "--bind-address", "127.0.0.1", "--secure-port", &port.to_string()])
+        .args(["--node-name", "own-node", "--node-ip", "127.0.0.1", "--kubelet-port", "0"])
+        .arg("--data-dir")
+        .arg(&data_dir)
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .expect("krate starts");
+    let server = Server { child, data_dir: data_dir.clone(), port };
+    wait_for("the server is up", Duration::from_secs(30), || server.kubeconfig().exists(), || server.log());
+    let ready = || {
+        let out = server.kubectl(&[
+            "get",
+            "node",
+            "own-node",
+            "-o",
+            "jsonpath={.status.conditions[?(@.type==\"Ready\")].status}",
+        ]);
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    wait_for("its node is Ready", Duration::from_secs(30), || ready() == "True", || server.log());
+    assert_eq!(server.kubectl_ok(&["get", "--raw", "/api/v1/nodes/own-node/proxy/healthz"]), "ok");
+    // No bootstrap: the certificate came from the CA, no CSR was needed.
+    assert_eq!(server.kubectl_ok(&["get", "csr", "-o", "name"]).trim(), "");
+    server.stop();
+}
