@@ -1,5 +1,18 @@
-//! The node agent (kubelet). `runtime` runs real pods through CRI (containerd);
-//! `simulated` gives the control loops thousands of nodes without containers.
+//! The node agent (kubelet).
+//!
+//! - [`bootstrap`]: kubelet TLS bootstrap (cluster CA from the signed cluster-info,
+//!   client and serving certificates through CSRs, kept in DATA_DIR/agent);
+//! - [`node`]: registration, node status (capacity, conditions, nodeInfo) and the
+//!   Lease heartbeat;
+//! - [`kubelet_api`]: the HTTPS API on the kubelet port (authn/authz as upstream);
+//! - [`runtime`]: real pods through CRI (containerd);
+//! - [`agent`]: all of it together, with the seams the container runtime plugs into;
+//! - [`simulated`]: thousands of nodes without containers, for the control loops.
 
+pub mod agent;
+pub mod bootstrap;
+pub mod kubelet_api;
+pub mod metrics;
+pub mod node;
 pub mod runtime;
 pub mod simulated;

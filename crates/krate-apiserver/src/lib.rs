@@ -26,6 +26,8 @@ pub mod inflight;
 pub mod inprocess;
 pub mod metrics;
 pub mod namespace_defaults;
+pub mod node_join;
+pub mod node_proxy;
 pub mod openapi;
 pub mod pki;
 pub mod request;

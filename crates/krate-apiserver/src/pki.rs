@@ -34,6 +34,10 @@ pub struct Pki {
     pub ca: CertKey,
     pub serving: CertKey,
     pub admin: CertKey,
+    /// The API server's client certificate towards kubelets (upstream's
+    /// apiserver-kubelet-client): nodes/proxy and the pods' log, exec, attach and
+    /// port-forward go to the agents with it.
+    pub kubelet_client: CertKey,
 }
 
 fn read(path: &Path) -> Result<Option<String>, PkiError> {
@@ -102,13 +106,7 @@ impl Pki {
             let key = KeyPair::generate()?;
             let mut p = CertificateParams::new(Vec::<String>::new())?;
             p.distinguished_name = dn("kube-apiserver", &[]);
-            p.subject_alt_names = sans
-                .iter()
-                .map(|s| match s.parse::<IpAddr>() {
-                    Ok(ip) => Ok(SanType::IpAddress(ip)),
-                    Err(_) => s.clone().try_into().map(SanType::DnsName),
-                })
-                .collect::<Result<_, _>>()?;
+            p.subject_alt_names = san_list(sans)?;
             p.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
             p.key_usages = vec![KeyUsagePurpose::DigitalSignature, KeyUsagePurpose::KeyEncipherment];
             let cert = p.signed_by(&key, &issuer)?;
@@ -128,7 +126,18 @@ impl Pki {
                 ck
             }
         };
-        Ok(Pki { dir: dir.into(), ca, serving, admin })
+        let (kc_crt, kc_key) =
+            (dir.join("client-kube-apiserver-kubelet.crt"), dir.join("client-kube-apiserver-kubelet.key"));
+        let kubelet_client = match (read(&kc_crt)?, read(&kc_key)?) {
+            (Some(cert_pem), Some(key_pem)) => CertKey { cert_pem, key_pem },
+            _ => {
+                let ck = issue_client(&issuer, KUBELET_CLIENT_USER, &[])?;
+                write_private(&kc_key, &ck.key_pem)?;
+                write_private(&kc_crt, &ck.cert_pem)?;
+                ck
+            }
+        };
+        Ok(Pki { dir: dir.into(), ca, serving, admin, kubelet_client })
     }
 
     /// A client certificate for `user` in `groups`, signed by the cluster CA.
@@ -136,6 +145,21 @@ impl Pki {
         let key = KeyPair::from_pem(&self.ca.key_pem)?;
         let issuer = Issuer::from_ca_cert_pem(&self.ca.cert_pem, &key)?;
         issue_client(&issuer, user, groups)
+    }
+
+    /// A serving certificate for `cn` in `orgs` naming `sans` (DNS names or IP
+    /// addresses), signed by the cluster CA: the in-process agent's kubelet certificate.
+    pub fn issue_serving(&self, cn: &str, orgs: &[&str], sans: &[String]) -> Result<CertKey, PkiError> {
+        let ca_key = KeyPair::from_pem(&self.ca.key_pem)?;
+        let issuer = Issuer::from_ca_cert_pem(&self.ca.cert_pem, &ca_key)?;
+        let key = KeyPair::generate()?;
+        let mut p = CertificateParams::new(Vec::<String>::new())?;
+        p.distinguished_name = dn(cn, orgs);
+        p.subject_alt_names = san_list(sans)?;
+        p.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+        p.key_usages = vec![KeyUsagePurpose::DigitalSignature, KeyUsagePurpose::KeyEncipherment];
+        let cert = p.signed_by(&key, &issuer)?;
+        Ok(CertKey { cert_pem: cert.pem(), key_pem: key.serialize_pem() })
     }
 
     /// A kubeconfig for `server` authenticating with `client`.
@@ -166,6 +190,18 @@ users:
             key = b64(&client.key_pem),
         )
     }
+}
+
+/// The user the API server is towards kubelets (bound to system:kubelet-api-admin).
+pub const KUBELET_CLIENT_USER: &str = "kube-apiserver-kubelet-client";
+
+fn san_list(sans: &[String]) -> Result<Vec<SanType>, rcgen::Error> {
+    sans.iter()
+        .map(|s| match s.parse::<IpAddr>() {
+            Ok(ip) => Ok(SanType::IpAddress(ip)),
+            Err(_) => s.clone().try_into().map(SanType::DnsName),
+        })
+        .collect()
 }
 
 fn issue_client(issuer: &Issuer<'_, impl rcgen::SigningKey>, user: &str, groups: &[&str]) -> Result<CertKey, PkiError> {

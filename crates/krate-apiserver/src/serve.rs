@@ -112,7 +112,8 @@ impl Listener {
                 let mut builder = auto::Builder::new(TokioExecutor::new());
                 // Upstream's --http2-max-streams-per-connection: many watches share a connection.
                 builder.http2().max_concurrent_streams(HTTP2_MAX_STREAMS);
-                if let Err(e) = builder.serve_connection(TokioIo::new(tls), service).await {
+                // Upgrades (exec, attach, port-forward through the node proxy) need the raw connection.
+                if let Err(e) = builder.serve_connection_with_upgrades(TokioIo::new(tls), service).await {
                     tracing::debug!(%peer, error = %e, "connection ended with an error");
                 }
             });

@@ -95,6 +95,8 @@ pub struct ApiServer {
     extra_checks: parking_lot::RwLock<Vec<Arc<dyn health::ExtraChecks>>>,
     /// The service-account issuer's OIDC discovery documents, once set.
     oidc: std::sync::OnceLock<Arc<Discovery>>,
+    /// Connect subresources passed to the nodes' kubelets, once set.
+    node_proxy: std::sync::OnceLock<Arc<crate::node_proxy::NodeProxy>>,
 }
 
 fn vary_accept(mut response: Response<Body>) -> Response<Body> {
@@ -127,6 +129,7 @@ impl ApiServer {
             audit: Default::default(),
             extra_checks: Default::default(),
             oidc: Default::default(),
+            node_proxy: Default::default(),
         }
     }
 
@@ -136,6 +139,10 @@ impl ApiServer {
     }
 
     /// Audits every request from now on (set once, at start-up).
+    pub fn set_node_proxy(&self, proxy: Arc<crate::node_proxy::NodeProxy>) {
+        let _ = self.node_proxy.set(proxy);
+    }
+
     pub fn set_auditor(&self, auditor: Arc<crate::audit::Auditor>) {
         let _ = self.audit.set(auditor);
     }
@@ -255,6 +262,11 @@ impl ApiServer {
                     && !negotiates_itself(&info, &parts.headers)
                 {
                     body::error(&e, Format::Json)
+                } else if crate::node_proxy::is_connect(&info) {
+                    match self.connect(parts, body, &info, &query, &user).await {
+                        Ok(r) => r,
+                        Err(e) => body::error(&e, format),
+                    }
                 } else if info.is_resource {
                     let warnings = Warnings::default();
                     let annotations = audit.map(|a| &a.annotations);
@@ -290,6 +302,39 @@ impl ApiServer {
         metrics::LATENCY.with_label_values(&labels).observe(started.elapsed().as_secs_f64());
         tracing::debug!(verb = %info.verb, path = %info.path, code, elapsed_ms = started.elapsed().as_millis() as u64, "request");
         response
+    }
+
+    /// nodes/proxy and the pods' log, exec, attach and portforward: to the kubelet.
+    async fn connect<B>(
+        &self,
+        parts: http::request::Parts,
+        body: B,
+        info: &RequestInfo,
+        query: &HashMap<String, String>,
+        user: &UserInfo,
+    ) -> Result<Response<Body>, ApiError>
+    where
+        B: http_body::Body<Data = Bytes> + Send + 'static,
+        B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    {
+        crate::node_proxy::NodeProxy::authorize_upgrade(info, user, self.authorizer.as_ref()).await?;
+        let r = self
+            .registry
+            .table
+            .lookup(&info.group, &info.version, &info.resource)
+            .ok_or_else(ApiError::not_found_path)?;
+        let verbs =
+            r.subresource(info.subresource.as_deref().unwrap_or_default()).map(|s| s.verbs.clone()).unwrap_or_default();
+        // Connect verbs are the HTTP method's (GET: get, POST: create...); nodes/proxy
+        // passes every method on.
+        if info.resource != "nodes" && !verbs.iter().any(|v| v == &info.verb) {
+            return Err(ApiError::method_not_allowed(
+                "the server does not allow this method on the requested resource",
+            ));
+        }
+        let proxy =
+            self.node_proxy.get().ok_or_else(|| ApiError::service_unavailable("node proxying is not set up"))?;
+        proxy.serve(parts, body, info, query).await
     }
 
     /// Authentication, then authorization: the user the request acts as, or 401/403.

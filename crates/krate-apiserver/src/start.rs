@@ -187,6 +187,9 @@ pub async fn start(opts: Options) -> Result<Running, StartError> {
     let server = Arc::new(ApiServer::new(registry.clone(), admission.clone(), auth, config));
     authz::register_reviews(&server, &authorization);
     authn.register(&server);
+    let node_proxy =
+        crate::node_proxy::NodeProxy::new(registry.clone(), &pki).map_err(|e| StartError::Io(e.to_string()))?;
+    server.set_node_proxy(Arc::new(node_proxy));
     server.register_computed(
         "",
         "pods",
@@ -237,6 +240,16 @@ pub async fn start(opts: Options) -> Result<Running, StartError> {
                 None
             }
         };
+    // Nodes joining with the token find the CA in cluster-info, signed with it.
+    let signing: Vec<(String, String)> = join_token
+        .as_deref()
+        .and_then(krate_auth::authn::bootstrap::parse)
+        .map(|(id, secret)| (id.to_string(), secret.to_string()))
+        .into_iter()
+        .collect();
+    crate::node_join::publish(&registry, &url, &pki.ca.cert_pem, &signing)
+        .await
+        .map_err(|e| StartError::Bootstrap(e.to_string()))?;
     server.set_ready();
 
     let kubeconfig = pki.kubeconfig(&url, &pki.admin, "admin");
@@ -249,7 +262,7 @@ pub async fn start(opts: Options) -> Result<Running, StartError> {
 
 /// This machine's first non-loopback IPv4 address: where the `kubernetes` Service's
 /// endpoints point when the server listens on every address.
-fn host_address() -> Option<IpAddr> {
+pub fn host_address() -> Option<IpAddr> {
     let mut addrs: *mut libc::ifaddrs = std::ptr::null_mut();
     // SAFETY: getifaddrs fills a list we free with freeifaddrs; we only read it.
     unsafe {

@@ -149,7 +149,14 @@ pub fn all(ctx: &Context) -> Vec<(&'static str, Loop)> {
             Box::pin(root_ca::run(client_for("root-ca-cert-publisher"), settings.root_ca_pem.clone())),
         ),
         ("namespace", Box::pin(namespace::run(client_for("namespace-controller")))),
-        ("csrapproving", Box::pin(certificates::approving::run(client_for("certificate-controller"), csrs.clone()))),
+        (
+            "csrapproving",
+            Box::pin(certificates::approving::run(
+                client_for("certificate-controller"),
+                csrs.clone(),
+                informers.get::<k8s_openapi::api::core::v1::Node>(),
+            )),
+        ),
         ("csrcleaner", Box::pin(certificates::cleaner::run(client_for("certificate-controller"), csrs.clone()))),
         ("horizontalpodautoscaling", {
             let clients = client_for("horizontal-pod-autoscaler");

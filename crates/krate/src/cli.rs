@@ -65,6 +65,11 @@ pub struct ServerArgs {
     /// Run the control plane only, without a node agent.
     #[arg(long)]
     pub disable_agent: bool,
+    /// This server's node name (default: the hostname).
+    #[arg(long)]
+    pub node_name: Option<String>,
+    #[command(flatten)]
+    pub node: NodeArgs,
     /// Run no controllers in this process (another process runs them, or none does).
     #[arg(long)]
     pub disable_controller_manager: bool,
@@ -230,10 +235,25 @@ pub struct AgentArgs {
     /// The join token printed by `krate server`.
     #[arg(long)]
     pub token: String,
+    /// The node's name (default: the hostname).
     #[arg(long)]
     pub node_name: Option<String>,
     #[arg(long, default_value = "/var/lib/krate")]
     pub data_dir: PathBuf,
+    #[command(flatten)]
+    pub node: NodeArgs,
+}
+
+/// The node agent's flags shared by `krate server` and `krate agent`.
+#[derive(Args, Debug, Clone)]
+pub struct NodeArgs {
+    /// The node's InternalIP, where the API server reaches its kubelet port (default:
+    /// the first non-loopback IPv4 address).
+    #[arg(long)]
+    pub node_ip: Option<IpAddr>,
+    /// The port of the agent's HTTPS API (upstream's kubelet --port; 0: any free port).
+    #[arg(long, default_value_t = 10250)]
+    pub kubelet_port: u16,
 }
 
 #[derive(Subcommand, Debug)]

@@ -1,5 +1,6 @@
 //! `krate`: Kubernetes in one binary.
 
+mod agent;
 mod cli;
 mod controllers;
 mod encryption;
@@ -34,7 +35,7 @@ fn main() -> ExitCode {
             Command::ControllerManager(args) => controllers::run_remote(args).await,
             Command::SimulateNodes(args) => simulate::run(args).await,
             Command::Scheduler(args) => scheduler::run(args).await,
-            Command::Agent(_) => not_available("agent", "the node agent"),
+            Command::Agent(args) => agent::run(args).await,
             Command::Images(ImagesCommand::Import(args)) => import_images(args).await,
             Command::Version => {
                 println!("krate {} (Kubernetes API {KUBERNETES_VERSION})", env!("CARGO_PKG_VERSION"));

@@ -63,15 +63,16 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
     if let Some(token) = &running.join_token {
         tracing::info!(path = %args.data_dir.join("token").display(), token, "join token");
     }
-    if !args.disable_agent {
-        tracing::warn!("the node agent is not available yet in this version of krate: running the control plane only");
-    }
+    let agent = if args.disable_agent { None } else { Some(crate::agent::start_in_server(&running, &args).await?) };
     shutdown_signal().await;
     tracing::info!("shutting down");
+    if let Some(agent) = agent {
+        agent.shutdown().await;
+    }
     Ok(())
 }
 
-async fn shutdown_signal() {
+pub async fn shutdown_signal() {
     use tokio::signal::unix::{SignalKind, signal};
     let mut term = signal(SignalKind::terminate()).expect("SIGTERM handler installs");
     tokio::select! {

@@ -2,6 +2,7 @@
 //! here from the host's static busybox, and a real API server (krate-testkit).
 //! They need root and the packages scripts/install-deps.sh installs.
 
+mod agent_api;
 mod common;
 mod images;
 mod pods;

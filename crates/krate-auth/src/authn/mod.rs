@@ -14,6 +14,7 @@
 
 pub mod bearer;
 pub mod bootstrap;
+pub mod bootstrap_jws;
 pub mod impersonate;
 pub mod jwt;
 pub mod legacy_tokens;

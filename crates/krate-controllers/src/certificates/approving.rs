@@ -4,11 +4,18 @@
 //! selfnodeclient" for a node renewing its own certificate (requester = CN), else
 //! "create certificatesigningrequests/nodeclient" (a bootstrap token in
 //! system:bootstrappers, say), as upstream's sarApprover.
+//!
+//! Unlike upstream, which leaves kubelet serving certificates (signer kubelet-serving)
+//! to an external approver, it also approves those a node asks for itself
+//! (requester = CN = system:node:NAME, in system:nodes) whose DNS and IP names are all
+//! among that Node's status.addresses, so `krate agent`'s HTTPS endpoint gets a
+//! certificate without an operator; anything else is left pending for a person.
 
 use std::time::Duration;
 
 use k8s_openapi::api::authorization::v1::{ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec};
 use k8s_openapi::api::certificates::v1::{CertificateSigningRequest, CertificateSigningRequestCondition};
+use k8s_openapi::api::core::v1::Node;
 use kube::ResourceExt;
 use kube::api::{Api, PostParams};
 use kube::runtime::controller::Action;
@@ -59,40 +66,97 @@ pub fn recognize(csr: &CertificateSigningRequest) -> Result<Vec<Recognized>, Err
     Ok(out)
 }
 
-pub async fn run(clients: Clients, informer: Informer<CertificateSigningRequest>) {
+const SERVING_MESSAGE: &str = "Auto approving kubelet serving certificate: its names are the node's addresses.";
+/// A node's serving CSR may arrive before the informer holds the Node.
+const NODE_RETRY: Duration = Duration::from_secs(2);
+
+/// Upstream's reasons a serving request is not approved by us (pending, for a person).
+#[derive(Debug, PartialEq)]
+pub enum Serving {
+    /// Not ours to judge (another signer, decided, issued, or not from the node itself).
+    NotApplicable,
+    /// A node's own serving request: approve if its names are among these addresses.
+    Node { name: String, dns: Vec<String>, ips: Vec<std::net::IpAddr> },
+}
+
+pub fn recognize_serving(csr: &CertificateSigningRequest) -> Serving {
+    let (approved, denied) = approval(csr);
+    if csr.spec.signer_name != request::KUBELET_SERVING || is_issued(csr) || approved || denied {
+        return Serving::NotApplicable;
+    }
+    let Ok(parsed) = Request::parse_pem(&csr.spec.request.0) else { return Serving::NotApplicable };
+    let usages = request::usages_of(csr.spec.usages.as_deref().unwrap_or_default());
+    let from_node = csr.spec.username.as_deref() == Some(parsed.common_name.as_str())
+        && csr.spec.groups.as_deref().unwrap_or_default().iter().any(|g| g == "system:nodes");
+    if request::check_kubelet_serving(&parsed, &usages).is_err() || !from_node {
+        return Serving::NotApplicable;
+    }
+    let name = parsed.common_name.trim_start_matches("system:node:").to_string();
+    Serving::Node { name, dns: parsed.dns_names, ips: parsed.ip_addresses }
+}
+
+/// Whether every name of a serving request is one of the node's addresses.
+pub fn names_match_node(node: &Node, dns: &[String], ips: &[std::net::IpAddr]) -> bool {
+    let addresses: Vec<&str> = node
+        .status
+        .as_ref()
+        .and_then(|s| s.addresses.as_deref())
+        .unwrap_or_default()
+        .iter()
+        .map(|a| a.address.as_str())
+        .collect();
+    dns.iter().all(|d| addresses.contains(&d.as_str()))
+        && ips.iter().all(|ip| addresses.iter().any(|a| a.parse::<std::net::IpAddr>().ok() == Some(*ip)))
+}
+
+pub async fn run(clients: Clients, informer: Informer<CertificateSigningRequest>, nodes: Informer<Node>) {
     let client = clients.write;
     super::run(CONTROLLER, informer, move |csr| {
-        let client = client.clone();
-        async move { sync(&client, &csr).await }
+        let (client, nodes) = (client.clone(), nodes.clone());
+        async move { sync(&client, &csr, &nodes).await }
     })
     .await
 }
 
-async fn sync(client: &kube::Client, csr: &CertificateSigningRequest) -> Result<Action, Error> {
+async fn approve(client: &kube::Client, csr: &CertificateSigningRequest, message: &str) -> Result<Action, Error> {
+    let mut approved = csr.clone();
+    approved.status.get_or_insert_default().conditions.get_or_insert_default().push(
+        CertificateSigningRequestCondition {
+            type_: "Approved".into(),
+            status: "True".into(),
+            reason: Some("AutoApproved".into()),
+            message: Some(message.into()),
+            ..Default::default()
+        },
+    );
+    let api: Api<CertificateSigningRequest> = Api::all(client.clone());
+    match api.replace_subresource("approval", &csr.name_any(), &PostParams::default(), &approved).await {
+        Ok(_) => {
+            tracing::info!(csr = %csr.name_any(), message, "CSR auto-approved");
+            Ok(Action::await_change())
+        }
+        Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => Ok(Action::await_change()),
+        Err(e) => Err(Error::Other(format!("error updating approval for csr: {e}"))),
+    }
+}
+
+async fn sync(client: &kube::Client, csr: &CertificateSigningRequest, nodes: &Informer<Node>) -> Result<Action, Error> {
+    if let Serving::Node { name, dns, ips } = recognize_serving(csr) {
+        let Some(node) = nodes.store().get(&kube::runtime::reflector::ObjectRef::new(&name)) else {
+            return Ok(Action::requeue(NODE_RETRY));
+        };
+        if !names_match_node(&node, &dns, &ips) {
+            // The node may not have reported its addresses yet.
+            return Ok(Action::requeue(RETRY));
+        }
+        return approve(client, csr, SERVING_MESSAGE).await;
+    }
     let recognized = recognize(csr)?;
     for r in &recognized {
         if !authorize(client, csr, r.subresource).await? {
             continue;
         }
-        let mut approved = csr.clone();
-        approved.status.get_or_insert_default().conditions.get_or_insert_default().push(
-            CertificateSigningRequestCondition {
-                type_: "Approved".into(),
-                status: "True".into(),
-                reason: Some("AutoApproved".into()),
-                message: Some(r.message.into()),
-                ..Default::default()
-            },
-        );
-        let api: Api<CertificateSigningRequest> = Api::all(client.clone());
-        return match api.replace_subresource("approval", &csr.name_any(), &PostParams::default(), &approved).await {
-            Ok(_) => {
-                tracing::info!(csr = %csr.name_any(), via = r.subresource, "CSR auto-approved");
-                Ok(Action::await_change())
-            }
-            Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => Ok(Action::await_change()),
-            Err(e) => Err(Error::Other(format!("error updating approval for csr: {e}"))),
-        };
+        return approve(client, csr, r.message).await;
     }
     if !recognized.is_empty() {
         let tried: Vec<_> = recognized.iter().map(|r| r.subresource).collect();
@@ -164,5 +228,36 @@ mod tests {
             serde_json::from_value(serde_json::json!({"conditions": [{"type": "Denied", "status": "True"}]})).unwrap(),
         );
         assert!(recognize(&denied).unwrap().is_empty());
+    }
+
+    fn serving_csr(cn: &str, user: &str, groups: &[&str], sans: Vec<rcgen::SanType>) -> CertificateSigningRequest {
+        let pem = request_pem(cn, &["system:nodes"], sans);
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "s"},
+            "spec": {"request": k8s_openapi::ByteString(pem.into_bytes()), "signerName": request::KUBELET_SERVING,
+                     "usages": ["digital signature", "server auth"], "username": user, "groups": groups},
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn serving_requests_are_approved_only_for_the_nodes_own_addresses() {
+        let ip = std::net::IpAddr::from([10, 0, 0, 5]);
+        let sans = || vec![rcgen::SanType::DnsName("host1".try_into().unwrap()), rcgen::SanType::IpAddress(ip)];
+        let own = serving_csr("system:node:n1", "system:node:n1", &["system:nodes"], sans());
+        let Serving::Node { name, dns, ips } = recognize_serving(&own) else { panic!("recognized") };
+        assert_eq!((name.as_str(), dns.as_slice(), ips.as_slice()), ("n1", &["host1".to_string()][..], &[ip][..]));
+        let node: Node =
+            serde_json::from_value(serde_json::json!({"metadata": {"name": "n1"}, "status": {"addresses": [
+            {"type": "InternalIP", "address": "10.0.0.5"}, {"type": "Hostname", "address": "host1"}]}}))
+            .unwrap();
+        assert!(names_match_node(&node, &dns, &ips));
+        assert!(!names_match_node(&node, &["other".into()], &ips));
+        assert!(!names_match_node(&node, &dns, &[std::net::IpAddr::from([10, 0, 0, 6])]));
+        // Someone else asking for the node's serving certificate is left to a person.
+        let other = serving_csr("system:node:n1", "system:node:n2", &["system:nodes"], sans());
+        assert_eq!(recognize_serving(&other), Serving::NotApplicable);
+        let not_node = serving_csr("system:node:n1", "system:node:n1", &["ops"], sans());
+        assert_eq!(recognize_serving(&not_node), Serving::NotApplicable);
     }
 }

@@ -23,6 +23,10 @@ pub struct Request {
     pub ips: usize,
     pub emails: usize,
     pub uris: usize,
+    /// The DNS and IP subjectAltNames themselves (the serving approver matches them
+    /// against the node's addresses).
+    pub dns_names: Vec<String>,
+    pub ip_addresses: Vec<std::net::IpAddr>,
 }
 
 impl Request {
@@ -52,8 +56,16 @@ impl Request {
             if let ParsedExtension::SubjectAlternativeName(san) = ext {
                 for name in &san.general_names {
                     match name {
-                        GeneralName::DNSName(_) => r.dns += 1,
-                        GeneralName::IPAddress(_) => r.ips += 1,
+                        GeneralName::DNSName(name) => {
+                            r.dns += 1;
+                            r.dns_names.push(name.to_string());
+                        }
+                        GeneralName::IPAddress(bytes) => {
+                            r.ips += 1;
+                            if let Some(ip) = ip_of(bytes) {
+                                r.ip_addresses.push(ip);
+                            }
+                        }
                         GeneralName::RFC822Name(_) => r.emails += 1,
                         GeneralName::URI(_) => r.uris += 1,
                         _ => {}
@@ -64,6 +76,14 @@ impl Request {
         drop(csr);
         r.der = der;
         Ok(r)
+    }
+}
+
+fn ip_of(bytes: &[u8]) -> Option<std::net::IpAddr> {
+    match bytes.len() {
+        4 => Some(std::net::IpAddr::from(<[u8; 4]>::try_from(bytes).ok()?)),
+        16 => Some(std::net::IpAddr::from(<[u8; 16]>::try_from(bytes).ok()?)),
+        _ => None,
     }
 }
 

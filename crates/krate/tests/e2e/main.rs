@@ -3,6 +3,7 @@
 
 mod common;
 
+mod e2e_agent;
 mod e2e_controllers;
 mod e2e_etcd;
 mod e2e_failover;

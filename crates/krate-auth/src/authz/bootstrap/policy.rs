@@ -652,7 +652,11 @@ fn controller_roles() -> Vec<Role> {
             vec![
                 r(&["delete", "get", "list", "watch"], &[CERTS], &["certificatesigningrequests"]),
                 r(&["update"], &[CERTS], &["certificatesigningrequests/approval", "certificatesigningrequests/status"]),
-                r(&["approve"], &[CERTS], &["signers"]).names(&["kubernetes.io/kube-apiserver-client-kubelet"]),
+                // krate's csrapproving also approves kubelet serving certificates whose
+                // names match the requesting node's addresses (upstream leaves them to an
+                // external approver).
+                r(&["approve"], &[CERTS], &["signers"])
+                    .names(&["kubernetes.io/kube-apiserver-client-kubelet", "kubernetes.io/kubelet-serving"]),
                 r(&["sign"], &[CERTS], &["signers"]).names(&[
                     "kubernetes.io/kube-apiserver-client",
                     "kubernetes.io/kube-apiserver-client-kubelet",

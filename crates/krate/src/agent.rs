@@ -1,0 +1,84 @@
+//! `krate agent` (join this machine as a node) and the agent `krate server` runs for
+//! its own node, as k3s does.
+
+use std::net::{IpAddr, Ipv4Addr};
+
+use anyhow::Context as _;
+use krate_agent::agent::{self, Agent, AgentConfig, Seams, Serving};
+use krate_agent::bootstrap;
+use krate_api::user::UserInfo;
+use krate_apiserver::inprocess::InProcess;
+use krate_apiserver::start::Running;
+
+use crate::cli::{AgentArgs, NodeArgs, ServerArgs};
+
+/// This machine's hostname, lowercased (node names are DNS subdomains).
+pub async fn hostname() -> String {
+    let h = tokio::fs::read_to_string("/proc/sys/kernel/hostname").await.unwrap_or_default();
+    let h = h.trim().to_lowercase();
+    if h.is_empty() { "localhost".into() } else { h }
+}
+
+fn node_ip(args: &NodeArgs) -> IpAddr {
+    args.node_ip.or_else(krate_apiserver::start::host_address).unwrap_or(IpAddr::V4(Ipv4Addr::LOCALHOST))
+}
+
+fn config(
+    node_name: String,
+    hostname: String,
+    node: &NodeArgs,
+    data_dir: &std::path::Path,
+    ca_pem: &str,
+) -> AgentConfig {
+    AgentConfig {
+        node_name,
+        hostname,
+        node_ip: node_ip(node),
+        bind: IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+        kubelet_port: node.kubelet_port,
+        data_dir: data_dir.to_path_buf(),
+        kubelet_version: crate::KUBERNETES_VERSION.into(),
+        ca_pem: ca_pem.into(),
+    }
+}
+
+/// `krate agent --server URL --token TOKEN`.
+pub async fn run(args: AgentArgs) -> anyhow::Result<()> {
+    let hostname = hostname().await;
+    let node = args.node_name.clone().unwrap_or_else(|| hostname.clone());
+    tokio::fs::create_dir_all(bootstrap::agent_dir(&args.data_dir))
+        .await
+        .with_context(|| format!("creating {}", args.data_dir.display()))?;
+    let creds = bootstrap::node_credentials(&args.server, &args.token, &node, &args.data_dir).await?;
+    let client = bootstrap::node_client(&args.server, &creds)?;
+    let config = config(node, hostname, &args.node, &args.data_dir, &creds.ca_pem);
+    let agent = agent::start(client, config, Serving::Request, Seams::default()).await?;
+    crate::server::shutdown_signal().await;
+    tracing::info!("shutting down");
+    agent.shutdown().await;
+    Ok(())
+}
+
+/// The agent of `krate server`'s own node: an in-process client acting as
+/// system:node:NAME (so the Node authorizer and NodeRestriction apply as to any node)
+/// and a serving certificate minted by the cluster CA, so no bootstrap is needed.
+pub async fn start_in_server(running: &Running, args: &ServerArgs) -> anyhow::Result<Agent> {
+    let hostname = hostname().await;
+    let node = args.node_name.clone().unwrap_or_else(|| hostname.clone());
+    let user = UserInfo {
+        name: format!("system:node:{node}"),
+        groups: vec!["system:nodes".into(), "system:authenticated".into()],
+        ..Default::default()
+    };
+    let client = kube::Client::new(InProcess::new(running.server.clone(), user), "default");
+    let config = config(node.clone(), hostname.clone(), &args.node, &args.data_dir, &running.pki.ca.cert_pem);
+    let sans = vec![hostname, config.node_ip.to_string()];
+    let serving = running.pki.issue_serving(&format!("system:node:{node}"), &["system:nodes"], &sans)?;
+    Ok(agent::start(
+        client,
+        config,
+        Serving::Given(krate_agent::bootstrap::CertKey { cert_pem: serving.cert_pem, key_pem: serving.key_pem }),
+        Seams::default(),
+    )
+    .await?)
+}
