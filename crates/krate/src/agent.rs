@@ -2,10 +2,13 @@
 //! its own node, as k3s does.
 
 use std::net::{IpAddr, Ipv4Addr};
+use std::sync::Arc;
 
 use anyhow::Context as _;
 use krate_agent::agent::{self, Agent, AgentConfig, Seams, Serving};
 use krate_agent::bootstrap;
+use krate_agent::node::status::RuntimeStatus;
+use krate_agent::runtime::{PodRuntime, RuntimeConfig};
 use krate_api::user::UserInfo;
 use krate_apiserver::inprocess::InProcess;
 use krate_apiserver::start::Running;
@@ -42,6 +45,67 @@ fn config(
     }
 }
 
+/// The container runtime as the node status reports it.
+struct RuntimeState {
+    version: String,
+    /// Why pods cannot run here, when they cannot.
+    unavailable: Option<String>,
+}
+
+impl RuntimeStatus for RuntimeState {
+    fn version(&self) -> String {
+        self.version.clone()
+    }
+    fn ready(&self) -> Result<(), String> {
+        self.unavailable.clone().map_or(Ok(()), Err)
+    }
+}
+
+/// An agent with its pods: dropping it stops the pod worker and the runtime it started.
+pub struct NodeAgent {
+    pub agent: Agent,
+    _runtime: Option<PodRuntime>,
+    worker: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl NodeAgent {
+    pub async fn shutdown(mut self) {
+        if let Some(w) = self.worker.take() {
+            w.abort();
+        }
+        self.agent.shutdown().await;
+    }
+}
+
+/// Starts this node's container runtime. When it cannot start, the node still joins but
+/// reports NotReady with the reason, so nothing is scheduled onto it.
+async fn start_runtime(
+    data_dir: &std::path::Path,
+    node: &NodeArgs,
+    node_ip: IpAddr,
+) -> (Option<PodRuntime>, Arc<dyn RuntimeStatus>) {
+    let mut config = RuntimeConfig::new(data_dir);
+    config.container_runtime_endpoint = node.container_runtime_endpoint.clone();
+    config.node_ip = node_ip.to_string();
+    match PodRuntime::start(config).await {
+        Ok(rt) => {
+            let version = rt.runtime_version().await.unwrap_or_default();
+            tracing::info!(%version, endpoint = %rt.endpoint().display(), "container runtime ready");
+            (Some(rt), Arc::new(RuntimeState { version, unavailable: None }))
+        }
+        Err(error) => {
+            tracing::error!(%error, "the container runtime could not start; this node stays NotReady");
+            let why = format!("container runtime is not ready: {error}");
+            (None, Arc::new(RuntimeState { version: String::new(), unavailable: Some(why) }))
+        }
+    }
+}
+
+fn run_pods(runtime: &Option<PodRuntime>, client: kube::Client, node: String) -> Option<tokio::task::JoinHandle<()>> {
+    let rt = runtime.clone()?;
+    Some(tokio::spawn(async move { rt.run(client, &node).await }))
+}
+
 /// `krate agent --server URL --token TOKEN`.
 pub async fn run(args: AgentArgs) -> anyhow::Result<()> {
     let hostname = hostname().await;
@@ -51,8 +115,12 @@ pub async fn run(args: AgentArgs) -> anyhow::Result<()> {
         .with_context(|| format!("creating {}", args.data_dir.display()))?;
     let creds = bootstrap::node_credentials(&args.server, &args.token, &node, &args.data_dir).await?;
     let client = bootstrap::node_client(&args.server, &creds)?;
-    let config = config(node, hostname, &args.node, &args.data_dir, &creds.ca_pem);
-    let agent = agent::start(client, config, Serving::Request, Seams::default()).await?;
+    let config = config(node.clone(), hostname, &args.node, &args.data_dir, &creds.ca_pem);
+    let (runtime, status) = start_runtime(&args.data_dir, &args.node, config.node_ip).await;
+    let seams = Seams { runtime: Some(status), ..Default::default() };
+    let agent = agent::start(client.clone(), config, Serving::Request, seams).await?;
+    let worker = run_pods(&runtime, client, node);
+    let agent = NodeAgent { agent, _runtime: runtime, worker };
     crate::server::shutdown_signal().await;
     tracing::info!("shutting down");
     agent.shutdown().await;
@@ -62,7 +130,7 @@ pub async fn run(args: AgentArgs) -> anyhow::Result<()> {
 /// The agent of `krate server`'s own node: an in-process client acting as
 /// system:node:NAME (so the Node authorizer and NodeRestriction apply as to any node)
 /// and a serving certificate minted by the cluster CA, so no bootstrap is needed.
-pub async fn start_in_server(running: &Running, args: &ServerArgs) -> anyhow::Result<Agent> {
+pub async fn start_in_server(running: &Running, args: &ServerArgs) -> anyhow::Result<NodeAgent> {
     let hostname = hostname().await;
     let node = args.node_name.clone().unwrap_or_else(|| hostname.clone());
     let user = UserInfo {
@@ -74,11 +142,14 @@ pub async fn start_in_server(running: &Running, args: &ServerArgs) -> anyhow::Re
     let config = config(node.clone(), hostname.clone(), &args.node, &args.data_dir, &running.pki.ca.cert_pem);
     let sans = vec![hostname, config.node_ip.to_string()];
     let serving = running.pki.issue_serving(&format!("system:node:{node}"), &["system:nodes"], &sans)?;
-    Ok(agent::start(
-        client,
+    let (runtime, status) = start_runtime(&args.data_dir, &args.node, config.node_ip).await;
+    let agent = agent::start(
+        client.clone(),
         config,
         Serving::Given(krate_agent::bootstrap::CertKey { cert_pem: serving.cert_pem, key_pem: serving.key_pem }),
-        Seams::default(),
+        Seams { runtime: Some(status), ..Default::default() },
     )
-    .await?)
+    .await?;
+    let worker = run_pods(&runtime, client, node);
+    Ok(NodeAgent { agent, _runtime: runtime, worker })
 }

@@ -254,6 +254,10 @@ pub struct NodeArgs {
     /// The port of the agent's HTTPS API (upstream's kubelet --port; 0: any free port).
     #[arg(long, default_value_t = 10250)]
     pub kubelet_port: u16,
+    /// An existing CRI runtime's socket (unix://PATH); without it the agent starts and
+    /// supervises its own containerd under DATA_DIR/agent.
+    #[arg(long)]
+    pub container_runtime_endpoint: Option<std::path::PathBuf>,
 }
 
 #[derive(Subcommand, Debug)]
