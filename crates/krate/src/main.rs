@@ -68,11 +68,6 @@ async fn import_images(args: cli::ImportArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// A subcommand whose component has not landed yet says so instead of pretending.
-fn not_available(command: &str, component: &str) -> anyhow::Result<()> {
-    anyhow::bail!("`krate {command}` is not available yet: {component} has not been built into this version of krate")
-}
-
 fn init_logging(cli: &Cli) {
     use tracing_subscriber::EnvFilter;
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(&cli.log_level));
