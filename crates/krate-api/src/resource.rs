@@ -21,6 +21,7 @@ pub struct SubresourceInfo {
 
 /// One resource in one group-version, with how it is stored and the strategy that
 /// supplies its per-kind semantics.
+#[derive(Clone)]
 pub struct ResourceInfo {
     pub group: String,
     pub version: String,

@@ -23,7 +23,7 @@ use krate_api::crd::{self, CLEANUP_FINALIZER};
 use krate_api::kinds::apiextensions::set_condition;
 use krate_api::registry::{Context, DeleteOptions, ListOptions, Patch, Scope, WatchOptions};
 use krate_api::user::UserInfo;
-use krate_api::{ApiError, Registry, ResourceInfo, object};
+use krate_api::{ApiError, Registry, object};
 
 /// How soon a CRD whose objects are still going away is looked at again.
 const CLEANUP_RETRY: Duration = Duration::from_millis(500);
@@ -196,7 +196,7 @@ impl Loop {
         }
         for info in infos {
             let info = Arc::new(info);
-            registry.table.add(clone_info(&info));
+            registry.table.add((*info).clone());
             registry.cache(&info);
         }
         tracing::info!(crd = %name, versions = entries.len(), "custom resource served");
@@ -257,24 +257,6 @@ impl Loop {
             Err(e) if e.code == 404 => Ok(()),
             Err(e) => Err(e),
         }
-    }
-}
-
-/// A copy of a table entry (the table takes entries by value).
-fn clone_info(r: &ResourceInfo) -> ResourceInfo {
-    ResourceInfo {
-        group: r.group.clone(),
-        version: r.version.clone(),
-        kind: r.kind.clone(),
-        plural: r.plural.clone(),
-        singular: r.singular.clone(),
-        namespaced: r.namespaced,
-        verbs: r.verbs.clone(),
-        short_names: r.short_names.clone(),
-        categories: r.categories.clone(),
-        subresources: r.subresources.clone(),
-        key_prefix: r.key_prefix.clone(),
-        strategy: r.strategy.clone(),
     }
 }
 

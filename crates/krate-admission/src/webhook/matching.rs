@@ -71,7 +71,7 @@ pub fn matching_resource(hook: &Hook, attrs: &Attributes<'_>, registry: &Registr
     let r = attrs.resource;
     let rules = |res: &ResourceInfo| hook.rules.iter().any(|rule| rule_matches(rule, attrs, res));
     if rules(r) {
-        return registry.table.lookup(&r.group, &r.version, &r.plural).or_else(|| Some(Arc::new(clone_info(r))));
+        return registry.table.lookup(&r.group, &r.version, &r.plural).or_else(|| Some(Arc::new(r.clone())));
     }
     if !hook.equivalent_match {
         return None;
@@ -84,23 +84,6 @@ pub fn matching_resource(hook: &Hook, attrs: &Attributes<'_>, registry: &Registr
         .filter(|o| o.key_prefix == r.key_prefix && (o.group != r.group || o.version != r.version))
         .filter(|o| sub.is_none_or(|s| o.subresource(s).is_some()))
         .find(|o| rules(o))
-}
-
-fn clone_info(r: &ResourceInfo) -> ResourceInfo {
-    ResourceInfo {
-        group: r.group.clone(),
-        version: r.version.clone(),
-        kind: r.kind.clone(),
-        plural: r.plural.clone(),
-        singular: r.singular.clone(),
-        namespaced: r.namespaced,
-        verbs: r.verbs.clone(),
-        short_names: r.short_names.clone(),
-        categories: r.categories.clone(),
-        subresources: r.subresources.clone(),
-        key_prefix: r.key_prefix.clone(),
-        strategy: r.strategy.clone(),
-    }
 }
 
 fn labels(obj: Option<&Value>) -> Option<&Map<String, Value>> {
@@ -163,7 +146,7 @@ mod tests {
 
     fn pods() -> ResourceInfo {
         let table = krate_api::resource::ResourceTable::builtin();
-        clone_info(&table.lookup("", "v1", "pods").unwrap())
+        (*table.lookup("", "v1", "pods").unwrap()).clone()
     }
 
     fn attrs<'a>(r: &'a ResourceInfo, sub: Option<&'a str>, ns: Option<&'a str>, user: &'a UserInfo) -> Attributes<'a> {
