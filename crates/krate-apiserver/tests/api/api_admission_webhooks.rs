@@ -571,3 +571,56 @@ async fn configurations_are_validated_and_never_sent_to_webhooks() {
         "the webhook saw its configuration"
     );
 }
+
+#[tokio::test]
+async fn match_conditions_decide_which_requests_reach_the_webhook() {
+    let srv = TestServer::start().await;
+    let client = srv.client().await;
+    let hook_server = Webhook::start(&[], |_, _| Reply {
+        delay: Duration::ZERO,
+        response: json!({"allowed": false, "status": {"message": "conditions held"}}),
+    })
+    .await;
+    let cc = json!({"url": hook_server.url("/v"), "caBundle": hook_server.ca_bundle()});
+    let conditions = json!({"matchConditions": [
+        {"name": "create", "expression": "request.operation == 'CREATE'"},
+        {"name": "guarded", "expression": "object.metadata.name.startsWith('guarded')"},
+    ]});
+    // A condition that cannot be evaluated (no such field): failurePolicy Fail refuses.
+    let broken = json!({"matchConditions": [{"name": "broken", "expression": "object.spec.replicas > 1"}],
+                        "objectSelector": {"matchLabels": {"broken": "yes"}}});
+    configure(
+        &client,
+        false,
+        "conditional",
+        vec![
+            hook("conditional.example.com", cc.clone(), &["configmaps"], conditions),
+            hook("broken.example.com", cc, &["configmaps"], broken),
+        ],
+    )
+    .await;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let (code, _, status) = create_cm(&client, "default", &configmap("guarded-1", json!({}))).await;
+        if code == 400 {
+            assert_eq!(
+                status["message"],
+                "admission webhook \"conditional.example.com\" denied the request: conditions held"
+            );
+            break;
+        }
+        assert!(Instant::now() < deadline, "the webhook never took effect");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let calls = hook_server.seen().len();
+    assert_eq!(create_cm(&client, "default", &configmap("open-1", json!({}))).await.0, 201);
+    assert_eq!(hook_server.seen().len(), calls, "a false condition skips the webhook");
+
+    let (code, _, status) = create_cm(&client, "default", &configmap("open-2", json!({"broken": "yes"}))).await;
+    assert_eq!(code, 500, "{status}");
+    let message = status["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("failed calling webhook \"broken.example.com\": failed to evaluate match conditions"),
+        "{message}"
+    );
+}
