@@ -178,36 +178,83 @@ fn a_wrong_token_is_refused_before_trusting_the_server() {
     assert!(!dir.path().join("agent/agent/server-ca.crt").exists());
 }
 
-#[test]
-fn krate_server_runs_an_agent_for_its_own_node() {
-    let dir = tempfile::tempdir().unwrap();
-    let data_dir = dir.path().join("server");
+/// `krate server` with its own node's agent, once the node is Ready.
+fn server_with_own_node(dir: &Path, node: &str) -> Server {
+    let data_dir = dir.join("server");
     let port = free_port();
     let log = std::fs::File::create(data_dir.with_extension("log")).unwrap();
     let child = Command::new(env!("CARGO_BIN_EXE_krate"))
         .args(["server", "--bind-address", "127.0.0.1", "--secure-port", &port.to_string()])
-        .args(["--node-name", "own-node", "--node-ip", "127.0.0.1", "--kubelet-port", "0"])
+        .args(["--node-name", node, "--node-ip", "127.0.0.1", "--kubelet-port", "0"])
         .arg("--data-dir")
         .arg(&data_dir)
         .stdout(Stdio::null())
         .stderr(log)
         .spawn()
         .expect("krate starts");
-    let server = Server { child, data_dir: data_dir.clone(), port };
+    let server = Server { child, data_dir, port };
     wait_for("the server is up", Duration::from_secs(30), || server.kubeconfig().exists(), || server.log());
     let ready = || {
-        let out = server.kubectl(&[
-            "get",
-            "node",
-            "own-node",
-            "-o",
-            "jsonpath={.status.conditions[?(@.type==\"Ready\")].status}",
-        ]);
+        let out =
+            server.kubectl(&["get", "node", node, "-o", "jsonpath={.status.conditions[?(@.type==\"Ready\")].status}"]);
         String::from_utf8_lossy(&out.stdout).into_owned()
     };
     wait_for("its node is Ready", Duration::from_secs(30), || ready() == "True", || server.log());
+    server
+}
+
+#[test]
+fn krate_server_runs_an_agent_for_its_own_node() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = server_with_own_node(dir.path(), "own-node");
     assert_eq!(server.kubectl_ok(&["get", "--raw", "/api/v1/nodes/own-node/proxy/healthz"]), "ok");
     // No bootstrap: the certificate came from the CA, no CSR was needed.
     assert_eq!(server.kubectl_ok(&["get", "csr", "-o", "name"]).trim(), "");
+    server.stop();
+}
+
+#[test]
+fn pods_run_on_the_servers_own_node_from_an_imported_image() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = server_with_own_node(dir.path(), "pod-node");
+    let version =
+        server.kubectl_ok(&["get", "node", "pod-node", "-o", "jsonpath={.status.nodeInfo.containerRuntimeVersion}"]);
+    assert!(version.starts_with("containerd://"), "{version}");
+
+    // An image from the host's busybox, loaded with `krate images import` (no registry).
+    let busybox = std::fs::read(krate_agent::runtime::pause_image::BUSYBOX).expect("busybox-static is installed");
+    let image = dir.path().join("busybox.tar");
+    let layout = krate_agent::runtime::pause_image::oci_layout(
+        "docker.io/library/busybox:e2e",
+        &busybox,
+        &["sh", "sleep", "echo"],
+        &["/bin/sh"],
+    );
+    std::fs::write(&image, layout).unwrap();
+    let import = Command::new(env!("CARGO_BIN_EXE_krate"))
+        .args(["images", "import", "--data-dir"])
+        .arg(&server.data_dir)
+        .arg(&image)
+        .output()
+        .unwrap();
+    assert!(import.status.success(), "{}", String::from_utf8_lossy(&import.stderr));
+
+    server.kubectl_ok(&[
+        "run",
+        "hello",
+        "--image=docker.io/library/busybox:e2e",
+        "--image-pull-policy=Never",
+        "--restart=Never",
+        "--",
+        "/bin/sh",
+        "-c",
+        "echo hi; sleep 3600",
+    ]);
+    let field = |path: &str| server.kubectl_ok(&["get", "pod", "hello", "-o", &format!("jsonpath={path}")]);
+    wait_for("the pod runs", Duration::from_secs(60), || field("{.status.phase}") == "Running", || server.log());
+    assert!(!field("{.status.podIP}").is_empty(), "a running pod has an IP");
+    assert_eq!(field("{.spec.nodeName}"), "pod-node");
+    // Deletion stops it within its grace period and removes the object.
+    server.kubectl_ok(&["delete", "pod", "hello", "--grace-period=1", "--timeout=60s"]);
     server.stop();
 }
