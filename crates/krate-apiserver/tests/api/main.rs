@@ -7,7 +7,6 @@ mod api_admission;
 mod api_admission_webhooks;
 mod api_audit;
 mod api_authn;
-mod api_cache_reads;
 mod api_crd;
 mod api_crud;
 mod api_discovery;

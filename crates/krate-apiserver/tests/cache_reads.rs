@@ -1,8 +1,11 @@
 //! Consistent GETs from the watch cache: no store read per GET, and never older than a
-//! write the client saw acknowledged. (Its own test binary: the store metrics it reads
-//! are process-wide.)
+//! write the client saw acknowledged. Its own test binary, outside the `api` one: the
+//! store metrics it counts are process-wide, and other tests' reads would be counted.
 
-use crate::common::TestServer;
+#[path = "api/common/mod.rs"]
+mod common;
+
+use common::TestServer;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;
