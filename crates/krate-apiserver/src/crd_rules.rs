@@ -18,18 +18,6 @@ pub struct CelRules {
     compiled: Mutex<HashMap<(String, String), Result<CompiledRule, String>>>,
 }
 
-fn type_name(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "boolean",
-        Value::Number(n) if n.is_f64() => "number",
-        Value::Number(_) => "integer",
-        Value::String(_) => "string",
-        Value::Array(_) => "array",
-        Value::Object(_) => "object",
-    }
-}
-
 fn join(path: &str, field_path: Option<&str>) -> String {
     match field_path.map(|f| f.trim_start_matches('.')).filter(|f| !f.is_empty()) {
         Some(f) if path.is_empty() => f.to_string(),
@@ -63,7 +51,7 @@ impl RuleEvaluator for CelRules {
     fn evaluate(&self, path: &str, rules: &[Rule], schema: &Value, value: &Value, old: Option<&Value>) -> Vec<Cause> {
         let mut budget = CostBudget::default();
         let mut out = Vec::new();
-        let shown = format!("\"{}\"", type_name(value));
+        let shown = format!("\"{}\"", krate_api::crd::validate::type_name(value));
         for r in rules {
             let compiled = match self.compile(r) {
                 Ok(c) => c,

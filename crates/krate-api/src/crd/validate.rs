@@ -151,7 +151,8 @@ fn num(n: f64) -> String {
     if n.fract() == 0.0 && n.abs() < 1e15 { format!("{}", n as i64) } else { format!("{n}") }
 }
 
-fn type_name(v: &Value) -> &'static str {
+/// The OpenAPI type name of a JSON value, as upstream's messages name it.
+pub fn type_name(v: &Value) -> &'static str {
     match v {
         Value::Null => "null",
         Value::Bool(_) => "boolean",
