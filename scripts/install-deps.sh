@@ -6,7 +6,7 @@ packages=(
     etcd-server etcd-client # the etcd backend and its tests
     protobuf-compiler       # protoc, for the gRPC clients (etcd, CRI)
     libprotobuf-dev         # protoc's well-known types (google/protobuf/*.proto)
-    pkg-config ca-certificates
+    pkg-config ca-certificates openssl # openssl: test CSRs and certificates
     # the node agent's runtime (containerd with runc, CNI plugins in /usr/lib/cni),
     # its pause image (static busybox), and the agent tests' image builder (umoci)
     containerd runc containernetworking-plugins busybox-static umoci iptables iproute2

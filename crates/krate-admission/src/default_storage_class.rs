@@ -29,8 +29,14 @@ impl DefaultStorageClass {
 /// The default among these StorageClasses: newest first, then by name (upstream's
 /// GetDefaultClass).
 pub fn pick_default(classes: &[Value]) -> Option<String> {
+    newest_default(classes, &[DEFAULT_ANNOTATION, BETA_DEFAULT_ANNOTATION])
+}
+
+/// The newest (then first by name) of `classes` that one of `annotations` marks "true":
+/// how upstream picks a default StorageClass or IngressClass among several.
+pub fn newest_default(classes: &[Value], annotations: &[&str]) -> Option<String> {
     let is_default = |c: &&Value| {
-        [DEFAULT_ANNOTATION, BETA_DEFAULT_ANNOTATION].iter().any(|a| {
+        annotations.iter().any(|a| {
             c.pointer(&format!("/metadata/annotations/{}", a.replace('/', "~1"))).and_then(Value::as_str)
                 == Some("true")
         })

@@ -3,7 +3,9 @@
 //! plugin's `validate` (the validating phase); the first refusal ends the request. The
 //! registry calls both on dry-run requests too, as upstream does.
 
+pub mod certificate_subject_restriction;
 pub mod config;
+pub mod default_ingress_class;
 pub mod default_storage_class;
 pub mod default_toleration_seconds;
 pub mod metrics;
@@ -25,7 +27,9 @@ use serde_json::Value;
 use krate_api::admission::{Admission, Attributes};
 use krate_api::{ApiResult, Registry};
 
+pub use certificate_subject_restriction::CertificateSubjectRestriction;
 pub use config::{AdmissionConfig, ConfigError};
+pub use default_ingress_class::DefaultIngressClass;
 pub use default_storage_class::DefaultStorageClass;
 pub use default_toleration_seconds::DefaultTolerationSeconds;
 pub use namespace_lifecycle::NamespaceLifecycle;
@@ -115,7 +119,8 @@ impl Chain {
 
     /// The server's default chain: NamespaceLifecycle, then `validators` (plugins of other
     /// components, such as RBAC's escalation check), ServiceAccount, NodeRestriction,
-    /// PodSecurity, Priority, DefaultTolerationSeconds, DefaultStorageClass, the admission
+    /// PodSecurity, Priority, DefaultTolerationSeconds, DefaultStorageClass,
+    /// CertificateSubjectRestriction, DefaultIngressClass, the admission
     /// webhooks and ResourceQuota, PodSecurity configured from the
     /// admission configuration file.
     pub fn standard(
@@ -136,6 +141,8 @@ impl Chain {
             ("Priority", Arc::new(Priority::new(registry))),
             ("DefaultTolerationSeconds", Arc::new(DefaultTolerationSeconds::default())),
             ("DefaultStorageClass", Arc::new(DefaultStorageClass::new(registry))),
+            ("CertificateSubjectRestriction", Arc::new(CertificateSubjectRestriction)),
+            ("DefaultIngressClass", Arc::new(DefaultIngressClass::new(registry))),
             ("ResourceQuota", Arc::new(ResourceQuota::new(registry))),
             ("MutatingAdmissionWebhook", Arc::new(MutatingAdmissionWebhook::new(registry))),
             ("ValidatingAdmissionWebhook", Arc::new(ValidatingAdmissionWebhook::new(registry))),

@@ -457,3 +457,79 @@ async fn node_restriction_limits_claim_status_csinodes_and_resource_slices() {
     assert!(f.registry.delete(&scope, "theirs", &DeleteOptions::default(), &ctx).await.is_err());
     assert!(f.registry.delete(&scope, "mine", &DeleteOptions::default(), &ctx).await.is_ok());
 }
+
+#[tokio::test]
+async fn ingresses_without_a_class_get_the_newest_default() {
+    let f = Fixture::new(AdmissionConfig::default()).await;
+    let class = |name: &str, default: bool| {
+        json!({"metadata": {"name": name,
+            "annotations": {"ingressclass.kubernetes.io/is-default-class": if default { "true" } else { "false" }}},
+            "spec": {"controller": "example.com/ingress"}})
+    };
+    let ingress = |name: &str, extra: Value| {
+        let mut i = json!({"metadata": {"name": name}, "spec": {"defaultBackend": {"service": {"name": "web", "port": {"number": 80}}}}});
+        for (k, v) in extra.as_object().unwrap() {
+            i[k] = v.clone();
+        }
+        i
+    };
+    let net = "networking.k8s.io";
+    let made = f.create(&admin(), net, "ingresses", Some("default"), ingress("none-yet", json!({}))).await.unwrap();
+    assert!(made.pointer("/spec/ingressClassName").is_none(), "no default class yet: {made}");
+    f.seed(net, "ingressclasses", None, class("old", true)).await;
+    f.seed(net, "ingressclasses", None, class("plain", false)).await;
+    // Creation timestamps have second precision: the newer default comes a second later.
+    tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+    f.seed(net, "ingressclasses", None, class("new", true)).await;
+    let made = f.create(&admin(), net, "ingresses", Some("default"), ingress("a", json!({}))).await.unwrap();
+    assert_eq!(made["spec"]["ingressClassName"], "new");
+    // A class named in the spec or by the old annotation is kept.
+    let named = ingress(
+        "b",
+        json!({"spec": {"ingressClassName": "plain", "defaultBackend": {"service": {"name": "web", "port": {"number": 80}}}}}),
+    );
+    let made = f.create(&admin(), net, "ingresses", Some("default"), named).await.unwrap();
+    assert_eq!(made["spec"]["ingressClassName"], "plain");
+    let annotated =
+        ingress("c", json!({"metadata": {"name": "c", "annotations": {"kubernetes.io/ingress.class": "legacy"}}}));
+    let made = f.create(&admin(), net, "ingresses", Some("default"), annotated).await.unwrap();
+    assert!(made.pointer("/spec/ingressClassName").is_none(), "{made}");
+}
+
+#[tokio::test]
+async fn client_certificates_for_system_masters_are_not_requested() {
+    let f = Fixture::new(AdmissionConfig::default()).await;
+    let request = |orgs: &[&str]| {
+        let key = rcgen::KeyPair::generate().unwrap();
+        let mut p = rcgen::CertificateParams::default();
+        p.distinguished_name.push(rcgen::DnType::CommonName, "mallory");
+        for o in orgs {
+            p.distinguished_name.push(rcgen::DnType::OrganizationName, *o);
+        }
+        let pem = p.serialize_request(&key).unwrap().pem().unwrap();
+        base64::Engine::encode(&base64::engine::general_purpose::STANDARD, pem)
+    };
+    let csr = |name: &str, orgs: &[&str], signer: &str| json!({"metadata": {"name": name}, "spec": {"request": request(orgs), "signerName": signer, "usages": ["client auth"]}});
+    let client = "kubernetes.io/kube-apiserver-client";
+    let e = f
+        .create(
+            &admin(),
+            "certificates.k8s.io",
+            "certificatesigningrequests",
+            None,
+            csr("m", &["system:masters"], client),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!((e.code, e.reason), (403, "Forbidden"));
+    assert_eq!(
+        e.message,
+        "certificatesigningrequests.certificates.k8s.io \"m\" is forbidden: use of kubernetes.io/kube-apiserver-client signer with system:masters group is not allowed"
+    );
+    f.create(&admin(), "certificates.k8s.io", "certificatesigningrequests", None, csr("dev", &["dev"], client))
+        .await
+        .unwrap();
+    // Other signers decide for themselves.
+    let other = csr("other", &["system:masters"], "example.com/signer");
+    f.create(&admin(), "certificates.k8s.io", "certificatesigningrequests", None, other).await.unwrap();
+}

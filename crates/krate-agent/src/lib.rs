@@ -6,6 +6,8 @@
 //!   Lease heartbeat;
 //! - [`kubelet_api`]: the HTTPS API on the kubelet port (authn/authz as upstream);
 //! - [`runtime`]: real pods through CRI (containerd);
+//! - [`streaming`]: the runtime's endpoints on that API: container logs, exec,
+//!   attach and port-forward;
 //! - [`agent`]: all of it together, with the seams the container runtime plugs into;
 //! - [`simulated`]: thousands of nodes without containers, for the control loops.
 
@@ -16,3 +18,4 @@ pub mod metrics;
 pub mod node;
 pub mod runtime;
 pub mod simulated;
+pub mod streaming;

@@ -22,6 +22,7 @@ pub mod hooks;
 pub mod kinds;
 pub mod managedfields;
 pub mod object;
+pub mod pem;
 pub mod protobuf;
 pub mod registry;
 pub mod resource;

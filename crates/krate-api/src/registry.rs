@@ -462,6 +462,16 @@ impl Registry {
 
     pub async fn create(&self, scope: &Scope, mut obj: Value, ctx: &Context<'_>) -> ApiResult<Value> {
         let r = &scope.resource;
+        if r.strategy.refuses_creates() {
+            let mut e =
+                ApiError::method_not_allowed("create not allowed while custom resource definition is terminating");
+            e.details = Some(Box::new(crate::error::Details {
+                group: r.group.clone(),
+                kind: r.plural.clone(),
+                ..Default::default()
+            }));
+            return Err(e);
+        }
         Self::check_type(r, &mut obj, ctx)?;
         Self::reconcile_namespace(scope, &mut obj)?;
         let requested_name = object::name(&obj).to_string();

@@ -38,6 +38,11 @@ pub trait Strategy: Send + Sync {
     fn prepare_for_create(&self, _obj: &mut Value) {}
     /// What a create records about its requester (CSRs: spec.username and groups).
     fn prepare_for_create_by(&self, _obj: &mut Value, _user: &crate::user::UserInfo) {}
+    /// Whether creates are refused for now (a CustomResourceDefinition being deleted:
+    /// upstream answers 405 until its objects are gone).
+    fn refuses_creates(&self) -> bool {
+        false
+    }
     /// Defaulting on update; `old` is what is stored.
     fn prepare_for_update(&self, _new: &mut Value, _old: &Value) {}
     fn validate(&self, _obj: &Value) -> Vec<Cause> {
@@ -152,6 +157,17 @@ struct Generational;
 impl Strategy for Generational {
     fn tracks_generation(&self) -> bool {
         true
+    }
+}
+
+/// ResourceSlices: generational, listed by node and driver (kubelets list their own).
+struct ResourceSlices;
+impl Strategy for ResourceSlices {
+    fn tracks_generation(&self) -> bool {
+        true
+    }
+    fn selectable_fields(&self) -> &'static [(&'static str, &'static str)] {
+        &[("spec.nodeName", "spec.nodeName"), ("spec.driver", "spec.driver")]
     }
 }
 
@@ -802,6 +818,7 @@ pub fn for_kind(group: &str, kind: &str) -> Arc<dyn Strategy> {
         ("certificates.k8s.io", "CertificateSigningRequest") => Arc::new(Csrs),
         ("apiextensions.k8s.io", "CustomResourceDefinition") => Arc::new(Crds),
         ("rbac.authorization.k8s.io", _) => Arc::new(PathSegmentNames),
+        ("resource.k8s.io", "ResourceSlice") => Arc::new(ResourceSlices),
         ("apps", _)
         | ("batch", _)
         | ("autoscaling", _)

@@ -134,6 +134,41 @@ pub async fn system_priority_classes(registry: &Registry) -> Result<(), ApiError
     Ok(())
 }
 
+/// The ConfigMap that says since when legacy token use is tracked (upstream's
+/// legacytokentracking controller): created with today's date, repaired if its date is
+/// missing or malformed. The legacy token cleaner deletes nothing before a full clean-up
+/// period has passed since that date.
+pub async fn legacy_token_tracking(registry: &Registry) -> Result<(), ApiError> {
+    const NAME: &str = "kube-apiserver-legacy-service-account-token-tracking";
+    let resource = registry.table.lookup("", "v1", "configmaps").expect("configmaps are built in");
+    let scope = Scope { resource, namespace: Some("kube-system".into()) };
+    let user = apiserver_user();
+    let ctx = Context::internal(&user, &NoAdmission);
+    let today = jiff::Timestamp::now().strftime("%Y-%m-%d").to_string();
+    match registry.get(&scope, NAME).await {
+        Ok(mut current) => {
+            let since = current.pointer("/data/since").and_then(serde_json::Value::as_str).unwrap_or("");
+            if jiff::civil::Date::strptime("%Y-%m-%d", since).is_ok() {
+                return Ok(());
+            }
+            current["data"] = json!({"since": today});
+            registry.update(&scope, NAME, current, None, &ctx).await.map(|_| ())
+        }
+        Err(e) if e.code == 404 => {
+            let cm = json!({
+                "apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": NAME, "namespace": "kube-system"},
+                "data": {"since": today},
+            });
+            match registry.create(&scope, cm, &ctx).await {
+                Err(e) if e.code != 409 => Err(e),
+                _ => Ok(()),
+            }
+        }
+        Err(e) => Err(e),
+    }
+}
+
 /// Creates any missing system namespace.
 pub async fn system_namespaces(registry: &Registry) -> Result<(), ApiError> {
     let namespaces = registry.table.lookup("", "v1", "namespaces").expect("namespaces are built in");

@@ -182,7 +182,8 @@ impl Loop {
     /// Puts the CRD's served versions in the table (replacing what it served before).
     fn serve(&mut self, name: &str, crd: &Value) {
         let Some(registry) = self.registry() else { return };
-        let fingerprint = json!([crd.get("spec"), crd.pointer("/status/acceptedNames")]).to_string();
+        let fingerprint =
+            json!([crd.get("spec"), crd.pointer("/status/acceptedNames"), crd::is_terminating(crd)]).to_string();
         if self.served.by_crd.get(name).is_some_and(|(_, f)| *f == fingerprint) {
             return;
         }
@@ -232,6 +233,10 @@ impl Loop {
         );
         if next.get("status") != crd.get("status") {
             self.write_status(&name, &next).await?;
+        }
+        // Served as terminating from here on: creates are refused while objects go.
+        if self.served.by_crd.contains_key(&name) {
+            self.serve(&name, &next);
         }
         // The storage version's resource addresses every object, whatever its version.
         let storage = crd::storage_version(crd).unwrap_or_default();

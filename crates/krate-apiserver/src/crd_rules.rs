@@ -7,9 +7,13 @@ use std::collections::HashMap;
 use parking_lot::Mutex;
 use serde_json::Value;
 
-use krate_api::Cause;
+use std::sync::Arc;
+
+use async_trait::async_trait;
 use krate_api::crd::schema::Rule;
 use krate_api::crd::validate::RuleEvaluator;
+use krate_api::hooks::{RestHooks, Undos};
+use krate_api::{ApiError, ApiResult, Cause, Registry, Target};
 use krate_cel::CostBudget;
 use krate_cel::rule::{self as cel_rule, CompiledRule, Outcome};
 
@@ -82,4 +86,69 @@ impl RuleEvaluator for CelRules {
         }
         out
     }
+}
+
+/// Refuses CustomResourceDefinitions whose x-kubernetes-validations do not compile, as
+/// upstream's CRD validation compiles every rule and messageExpression: one Invalid cause
+/// per rule, at the rule's place in the schema.
+pub struct RuleCompileCheck {
+    pub rules: Arc<CelRules>,
+}
+
+impl RuleCompileCheck {
+    fn causes(&self, crd: &Value) -> Vec<Cause> {
+        let mut out = Vec::new();
+        let versions = crd.pointer("/spec/versions").and_then(Value::as_array).into_iter().flatten();
+        for (i, v) in versions.enumerate() {
+            if let Some(schema) = v.pointer("/schema/openAPIV3Schema") {
+                self.walk(schema, &format!("spec.versions[{i}].schema.openAPIV3Schema"), &mut out);
+            }
+        }
+        out
+    }
+
+    fn walk(&self, node: &Value, path: &str, out: &mut Vec<Cause>) {
+        let rules = node.get("x-kubernetes-validations").and_then(Value::as_array).into_iter().flatten();
+        for (j, r) in rules.enumerate() {
+            let rule = Rule::from_json(r);
+            if let Err(error) = self.rules.compile(&rule) {
+                let field = if error.starts_with("messageExpression") { "messageExpression" } else { "rule" };
+                let value =
+                    if field == "rule" { &rule.rule } else { rule.message_expression.as_ref().unwrap_or(&rule.rule) };
+                out.push(Cause::invalid(format!("{path}.x-kubernetes-validations[{j}].{field}"), value, error));
+            }
+        }
+        if let Some(properties) = node.get("properties").and_then(Value::as_object) {
+            for (name, child) in properties {
+                self.walk(child, &format!("{path}.properties[{name}]"), out);
+            }
+        }
+        for key in ["items", "additionalProperties"] {
+            if let Some(child) = node.get(key).filter(|c| c.is_object()) {
+                self.walk(child, &format!("{path}.{key}"), out);
+            }
+        }
+    }
+
+    fn check(&self, crd: &Value) -> ApiResult<()> {
+        let causes = self.causes(crd);
+        if causes.is_empty() {
+            return Ok(());
+        }
+        let name = krate_api::object::name(crd);
+        let target = Target::new("apiextensions.k8s.io", "customresourcedefinitions", "CustomResourceDefinition", name);
+        Err(ApiError::invalid(&target, causes))
+    }
+}
+
+#[async_trait]
+impl RestHooks for RuleCompileCheck {
+    async fn before_create(&self, _: &Registry, obj: &mut Value, _dry_run: bool) -> ApiResult<Undos> {
+        self.check(obj).map(|()| Vec::new())
+    }
+    async fn before_update(&self, _: &Registry, new: &mut Value, _old: &Value, _dry_run: bool) -> ApiResult<Undos> {
+        self.check(new).map(|()| Vec::new())
+    }
+    async fn after_update(&self, _: &Registry, _new: &Value, _old: &Value) {}
+    async fn after_delete(&self, _: &Registry, _old: &Value) {}
 }

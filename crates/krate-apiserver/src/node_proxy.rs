@@ -121,20 +121,36 @@ impl NodeProxy {
             _ => {
                 let namespace = info.namespace.as_deref().unwrap_or_default();
                 let pod = self.get("pods", Some(namespace), name).await?;
-                pod_target(&pod, info.subresource.as_deref().unwrap_or_default(), namespace, name, query)?
+                let sub = info.subresource.as_deref().unwrap_or_default();
+                if sub == "log" && pod["spec"]["nodeName"].as_str().is_none_or(str::is_empty) {
+                    // Upstream's LogLocation: a pod not yet on a node has an empty log.
+                    container_of(&pod, name, query.get("container").map(String::as_str))?;
+                    return Response::builder()
+                        .header(header::CONTENT_TYPE, "text/plain")
+                        .body(crate::body::full(Bytes::new()))
+                        .map_err(|e| ApiError::internal(e.to_string()));
+                }
+                pod_target(&pod, sub, namespace, name, query)?
             }
         };
+        let sub = info.subresource.as_deref().unwrap_or_default();
+        if info.resource == "pods" && sub == "log" {
+            validate_log_options(name, query)?;
+        }
         let (host, port) = kubelet_endpoint(&self.get("nodes", None, &node).await?)?;
         let target_query = match info.resource.as_str() {
-            // The pod subresources' own options became the path; the rest passes on.
-            "pods" => encode_query(query.iter().filter(|(k, _)| k.as_str() != "container")),
+            "pods" => kubelet_query(sub, parts.uri.query()),
             _ => parts.uri.query().map(String::from),
         };
         let uri = match target_query {
             Some(q) if !q.is_empty() => format!("{path}?{q}"),
             _ => path,
         };
-        self.forward(parts, body, &host, port, &uri).await
+        let response = self.forward(parts, body, &host, port, &uri).await?;
+        if info.resource == "pods" && sub == "log" && !response.status().is_success() {
+            return Err(log_error(response).await);
+        }
+        Ok(response)
     }
 
     async fn get(&self, plural: &str, namespace: Option<&str>, name: &str) -> Result<Value, ApiError> {
@@ -349,10 +365,118 @@ fn kubelet_endpoint(node: &Value) -> Result<(String, u16), ApiError> {
     Err(ApiError::service_unavailable(format!("no preferred addresses found; known addresses: {addresses:?}")))
 }
 
+/// The kubelet's query for a pod subresource, as upstream's streamLocation builds it:
+/// exec and attach flags as input/output/error/tty=1 with each command word repeated,
+/// port-forward ports as one comma-joined `port`, log options as they are; the
+/// container went into the path.
+fn kubelet_query(sub: &str, raw: Option<&str>) -> Option<String> {
+    let pairs: Vec<(String, String)> = raw
+        .unwrap_or("")
+        .split('&')
+        .filter(|p| !p.is_empty())
+        .map(|p| {
+            let (k, v) = p.split_once('=').unwrap_or((p, ""));
+            (crate::request::percent_decode(k), crate::request::percent_decode(v))
+        })
+        .collect();
+    let on = |key: &str| pairs.iter().any(|(k, v)| k == key && matches!(v.as_str(), "true" | "1" | "True" | "TRUE"));
+    let one = "1".to_string();
+    let out: Vec<(String, String)> = match sub {
+        "exec" | "attach" => {
+            let mut out = Vec::new();
+            for (flag, kubelet) in [("stdin", "input"), ("stdout", "output"), ("stderr", "error"), ("tty", "tty")] {
+                if on(flag) {
+                    out.push((kubelet.to_string(), one.clone()));
+                }
+            }
+            out.extend(pairs.iter().filter(|(k, _)| k == "command").cloned());
+            out
+        }
+        "portforward" => {
+            let ports: Vec<&str> = pairs.iter().filter(|(k, _)| k == "ports").map(|(_, v)| v.as_str()).collect();
+            if ports.is_empty() { Vec::new() } else { vec![("port".to_string(), ports.join(","))] }
+        }
+        _ => pairs
+            .iter()
+            .filter(|(k, _)| !matches!(k.as_str(), "container" | "insecureSkipTLSVerifyBackend"))
+            .cloned()
+            .collect(),
+    };
+    encode_query(out.iter().map(|(k, v)| (k, v)))
+}
+
+/// Upstream's ValidatePodLogOptions, before the kubelet is asked.
+fn validate_log_options(name: &str, query: &HashMap<String, String>) -> Result<(), ApiError> {
+    let int = |key: &str| -> Result<Option<i64>, ApiError> {
+        match query.get(key) {
+            None => Ok(None),
+            Some(v) => v.parse().map(Some).map_err(|_| ApiError::bad_request(format!("invalid {key}: {v:?}"))),
+        }
+    };
+    let mut causes = Vec::new();
+    if let Some(n) = int("tailLines")?.filter(|n| *n < 0) {
+        causes.push(krate_api::Cause::invalid("tailLines", n, "must be greater than or equal to 0"));
+    }
+    if let Some(n) = int("limitBytes")?.filter(|n| *n < 1) {
+        causes.push(krate_api::Cause::invalid("limitBytes", n, "must be greater than 0"));
+    }
+    let since_seconds = int("sinceSeconds")?;
+    if since_seconds.is_some() && query.contains_key("sinceTime") {
+        causes.push(krate_api::Cause::forbidden("", "at most one of `sinceTime` or `sinceSeconds` may be specified"));
+    } else if let Some(n) = since_seconds.filter(|n| *n < 1) {
+        causes.push(krate_api::Cause::invalid("sinceSeconds", n, "must be greater than 0"));
+    }
+    if causes.is_empty() {
+        return Ok(());
+    }
+    Err(ApiError::invalid(&krate_api::Target::new("", "pods", "PodLogOptions", name), causes))
+}
+
+/// A kubelet's refusal of a log request as upstream's GenericHttpResponseChecker
+/// reports it: its text becomes the Status message.
+async fn log_error(response: Response<Body>) -> ApiError {
+    let status = response.status();
+    let body = tokio::time::timeout(std::time::Duration::from_secs(10), response.into_body().collect())
+        .await
+        .ok()
+        .and_then(|r| r.ok())
+        .map(|c| c.to_bytes())
+        .unwrap_or_default();
+    let text = String::from_utf8_lossy(&body).trim().to_string();
+    // A kubelet that already answered with a Status keeps its words.
+    if let Ok(s) = serde_json::from_str::<Value>(&text)
+        && s["kind"] == "Status"
+        && let Some(message) = s["message"].as_str()
+    {
+        return status_error(status.as_u16(), message.to_string());
+    }
+    status_error(status.as_u16(), text)
+}
+
+fn status_error(code: u16, message: String) -> ApiError {
+    match code {
+        400 => ApiError::bad_request(message),
+        404 => {
+            let mut e = ApiError::not_found_path();
+            e.message = message;
+            e.details = None;
+            e
+        }
+        403 => ApiError::forbidden(message),
+        422 => {
+            let mut e = ApiError::bad_request(message);
+            e.code = 422;
+            e.reason = "Invalid";
+            e
+        }
+        503 => ApiError::service_unavailable(message),
+        _ => ApiError::internal(message),
+    }
+}
+
 fn encode_query<'a>(pairs: impl Iterator<Item = (&'a String, &'a String)>) -> Option<String> {
     let mut out = String::new();
-    let mut pairs: Vec<_> = pairs.collect();
-    pairs.sort();
+    let pairs: Vec<_> = pairs.collect();
     for (k, v) in pairs {
         if !out.is_empty() {
             out.push('&');
@@ -404,6 +528,31 @@ mod tests {
         assert_eq!(pod_target(&two, "exec", "ns", "p", &q).unwrap().1, "/exec/ns/p/i");
         let unscheduled = json!({"spec": {"containers": [{"name": "a"}]}});
         assert_eq!(pod_target(&unscheduled, "log", "ns", "p", &q).unwrap_err().code, 400);
+    }
+
+    #[test]
+    fn kubelet_queries_follow_upstreams_stream_parameters() {
+        let exec = kubelet_query(
+            "exec",
+            Some("command=sh&command=-c&command=exit%203&container=c&stdin=true&stdout=true&stderr=false&tty=false"),
+        );
+        assert_eq!(exec.as_deref(), Some("input=1&output=1&command=sh&command=-c&command=exit%203"));
+        assert_eq!(kubelet_query("portforward", Some("ports=80&ports=8080")).as_deref(), Some("port=80%2C8080"));
+        let log = kubelet_query("log", Some("container=c&follow=true&tailLines=2"));
+        assert_eq!(log.as_deref(), Some("follow=true&tailLines=2"));
+    }
+
+    #[test]
+    fn log_options_are_validated_as_upstream() {
+        let q = |pairs: &[(&str, &str)]| pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        let e = validate_log_options("p", &q(&[("tailLines", "-1")])).unwrap_err();
+        assert_eq!(e.code, 422);
+        assert_eq!(
+            e.message,
+            "PodLogOptions \"p\" is invalid: tailLines: Invalid value: -1: must be greater than or equal to 0"
+        );
+        assert!(validate_log_options("p", &q(&[("sinceSeconds", "3"), ("sinceTime", "x")])).is_err());
+        assert!(validate_log_options("p", &q(&[("tailLines", "2"), ("limitBytes", "10")])).is_ok());
     }
 
     #[test]

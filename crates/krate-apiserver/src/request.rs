@@ -18,6 +18,8 @@ pub struct RequestInfo {
     pub resource: String,
     pub subresource: Option<String>,
     pub name: Option<String>,
+    /// The raw fieldSelector of a list, watch or deletecollection.
+    pub field_selector: Option<String>,
 }
 
 impl RequestInfo {
@@ -34,6 +36,7 @@ impl RequestInfo {
             resource: &self.resource,
             subresource: self.subresource.as_deref().unwrap_or(""),
             name: self.name.as_deref().unwrap_or(""),
+            field_selector: self.field_selector.as_deref().unwrap_or(""),
         }
     }
 }
@@ -135,6 +138,9 @@ pub fn parse(method: &http::Method, path: &str, query: &HashMap<String, String>)
         _ => "",
     }
     .to_string();
+    if matches!(info.verb.as_str(), "list" | "watch" | "deletecollection") {
+        info.field_selector = query.get("fieldSelector").filter(|f| !f.is_empty()).cloned();
+    }
     // As upstream: a list or watch of one object by metadata.name is about that object,
     // so authorizers that judge by name (the Node authorizer) can allow it.
     if info.name.is_none()

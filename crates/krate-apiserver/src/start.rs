@@ -215,6 +215,7 @@ pub async fn start(opts: Options) -> Result<Running, StartError> {
 
     bootstrap::system_namespaces(&registry).await.map_err(|e| StartError::Bootstrap(e.to_string()))?;
     bootstrap::system_priority_classes(&registry).await.map_err(|e| StartError::Bootstrap(e.to_string()))?;
+    bootstrap::legacy_token_tracking(&registry).await.map_err(|e| StartError::Bootstrap(e.to_string()))?;
     // As upstream, every watch cache starts with the server: a client that lists and
     // then watches from that revision must not find a cache born after it (writes such
     // as a namespace's default service account come in between).
@@ -224,7 +225,10 @@ pub async fn start(opts: Options) -> Result<Running, StartError> {
     // Pods need their namespace's default service account (ServiceAccount admission).
     crate::namespace_defaults::spawn(registry.clone());
     // CustomResourceDefinitions: names, Established, serving and cleanup.
-    crate::crd::spawn(registry.clone(), Arc::new(crate::crd_rules::CelRules::default()));
+    let cel_rules = Arc::new(crate::crd_rules::CelRules::default());
+    let crds = registry.table.lookup("apiextensions.k8s.io", "v1", "customresourcedefinitions").expect("built in");
+    registry.register_hooks(&crds, Arc::new(crate::crd_rules::RuleCompileCheck { rules: cel_rules.clone() }));
+    crate::crd::spawn(registry.clone(), cel_rules);
     let endpoint_ip =
         if opts.bind.ip().is_unspecified() { host_address().unwrap_or(advertise_ip) } else { opts.bind.ip() };
     bootstrap::kubernetes_service(&registry, &alloc, endpoint_ip, bound.port())

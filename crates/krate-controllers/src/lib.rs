@@ -20,6 +20,7 @@ pub mod gc;
 pub mod history;
 pub mod hpa;
 pub mod job;
+pub mod legacy_token_cleaner;
 pub mod metrics;
 pub mod namespace;
 pub mod node_ipam;
@@ -77,6 +78,8 @@ pub struct Settings {
     pub terminated_pod_gc_threshold: i32,
     /// The pod garbage collector's timing.
     pub podgc: podgc::Tuning,
+    /// When unused legacy service-account tokens are invalidated and deleted.
+    pub legacy_token_cleaner: legacy_token_cleaner::Tuning,
     /// How long a node may go without renewing its Lease before it is NotReady/Unknown
     /// (upstream's --node-monitor-grace-period).
     pub node_monitor_grace_period: std::time::Duration,
@@ -101,6 +104,7 @@ impl Default for Settings {
             job: job::Tuning::default(),
             terminated_pod_gc_threshold: 12500,
             podgc: podgc::Tuning::default(),
+            legacy_token_cleaner: legacy_token_cleaner::Tuning::default(),
             node_monitor_grace_period: std::time::Duration::from_secs(40),
             node_eviction_rate: 0.1,
             cluster_cidrs: vec!["10.42.0.0/16".into()],
@@ -167,6 +171,7 @@ pub fn all(ctx: &Context) -> Vec<(&'static str, Loop)> {
         ("cronjob", Box::pin(cronjob::run(ctx.clone()))),
         ("ttl-after-finished", Box::pin(ttl_after_finished::run(ctx.clone()))),
         ("podgc", Box::pin(podgc::run(ctx.clone()))),
+        ("legacy-service-account-token-cleaner", Box::pin(legacy_token_cleaner::run(ctx.clone()))),
         ("endpointslice", Box::pin(endpointslice::run(ctx.clone()))),
         ("endpoints", Box::pin(endpoints::run(ctx.clone()))),
         ("endpointslice-mirroring", Box::pin(endpointslice_mirroring::run(ctx.clone()))),

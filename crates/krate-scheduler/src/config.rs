@@ -7,7 +7,7 @@ use serde::Deserialize;
 use crate::Error;
 use crate::framework::{Filter, Profile, Score};
 use crate::plugins::node_resources::{Scoring, Strategy};
-use crate::plugins::{DEFAULT_PREEMPTION, SCHEDULING_GATES};
+use crate::plugins::{DEFAULT_PREEMPTION, SCHEDULING_GATES, topology_spread};
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -159,6 +159,7 @@ impl ProfileConfig {
                         p.hard_pod_affinity_weight = w;
                     }
                 }
+                "PodTopologySpread" => p.spread_defaults = spread_defaults(&pc.args)?,
                 _ => {}
             }
         }
@@ -185,6 +186,55 @@ fn is_known(name: &str) -> bool {
     OTHERS.contains(&name)
         || Filter::DEFAULT.iter().any(|f| f.name() == name)
         || Score::DEFAULT.iter().any(|(s, _)| s.name() == name)
+}
+
+/// PodTopologySpreadArgs: defaultingType System (upstream's defaults, no list allowed)
+/// or List (the given defaultConstraints, without selectors, each key and action once).
+fn spread_defaults(args: &serde_json::Value) -> Result<topology_spread::Defaults, Error> {
+    let list = args.get("defaultConstraints").and_then(|c| c.as_array()).cloned().unwrap_or_default();
+    match args.get("defaultingType").and_then(|t| t.as_str()).unwrap_or("System") {
+        "System" if list.is_empty() => Ok(topology_spread::Defaults::default()),
+        "System" => Err(invalid("defaultConstraints: Invalid value: when .defaultingType is \"System\"")),
+        "List" => {
+            let mut constraints: Vec<topology_spread::DefaultConstraint> = Vec::new();
+            for (i, c) in list.iter().enumerate() {
+                let field = format!("defaultConstraints[{i}]");
+                let max_skew = c.get("maxSkew").and_then(|m| m.as_i64()).unwrap_or(0);
+                if max_skew <= 0 {
+                    return Err(invalid(format!(
+                        "{field}.maxSkew: Invalid value: {max_skew}: must be greater than zero"
+                    )));
+                }
+                let key = c.get("topologyKey").and_then(|k| k.as_str()).unwrap_or("");
+                if key.is_empty() {
+                    return Err(invalid(format!("{field}.topologyKey: Required value: can not be empty")));
+                }
+                let when = c.get("whenUnsatisfiable").and_then(|w| w.as_str()).unwrap_or("");
+                if !matches!(when, "DoNotSchedule" | "ScheduleAnyway") {
+                    return Err(invalid(format!(
+                        "{field}.whenUnsatisfiable: Unsupported value: \"{when}\": supported values: \"DoNotSchedule\", \"ScheduleAnyway\""
+                    )));
+                }
+                if c.get("labelSelector").is_some() {
+                    return Err(invalid(format!(
+                        "{field}.labelSelector: Forbidden: constraint must not define a selector, as they deduced for each pod"
+                    )));
+                }
+                if constraints.iter().any(|d| d.topology_key == key && d.when_unsatisfiable == when) {
+                    return Err(invalid(format!("{field}: Duplicate value: \"{{{key}, {when}}}\"")));
+                }
+                constraints.push(topology_spread::DefaultConstraint {
+                    max_skew,
+                    topology_key: key.to_string(),
+                    when_unsatisfiable: when.to_string(),
+                });
+            }
+            Ok(topology_spread::Defaults { constraints, system: false })
+        }
+        other => Err(invalid(format!(
+            "defaultingType: Unsupported value: \"{other}\": supported values: \"List\", \"System\""
+        ))),
+    }
 }
 
 fn scoring(args: &serde_json::Value) -> Result<Scoring, Error> {
@@ -273,6 +323,44 @@ profiles:
         assert!(!packer.preemption);
         assert_eq!(packer.scoring.strategy, Strategy::MostAllocated);
         assert_eq!(packer.scoring.resources, vec![("cpu".to_string(), 2)]);
+    }
+
+    #[test]
+    fn topology_spread_default_constraints() {
+        let with = |args: &str| {
+            let text = format!(
+                "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\nprofiles:\n- schedulerName: s\n  pluginConfig:\n  - name: PodTopologySpread\n    args:\n{args}"
+            );
+            Configuration::parse(&text).and_then(|c| c.profiles()).map(|p| p[0].spread_defaults.clone())
+        };
+        assert_eq!(with("      defaultingType: System\n").unwrap(), topology_spread::Defaults::default());
+        let list = with(
+            "      defaultingType: List\n      defaultConstraints:\n      - {maxSkew: 1, topologyKey: zone, whenUnsatisfiable: DoNotSchedule}\n",
+        )
+        .unwrap();
+        assert!(!list.system);
+        assert_eq!(list.constraints.len(), 1);
+        assert_eq!((list.constraints[0].max_skew, list.constraints[0].topology_key.as_str()), (1, "zone"));
+        let empty = with("      defaultingType: List\n").unwrap();
+        assert!(empty.constraints.is_empty());
+        for (args, message) in [
+            (
+                "      defaultConstraints:\n      - {maxSkew: 1, topologyKey: zone, whenUnsatisfiable: DoNotSchedule}\n",
+                "when .defaultingType is \"System\"",
+            ),
+            (
+                "      defaultingType: List\n      defaultConstraints:\n      - {maxSkew: 0, topologyKey: zone, whenUnsatisfiable: DoNotSchedule}\n",
+                "must be greater than zero",
+            ),
+            (
+                "      defaultingType: List\n      defaultConstraints:\n      - {maxSkew: 1, topologyKey: zone, whenUnsatisfiable: DoNotSchedule, labelSelector: {}}\n",
+                "must not define a selector",
+            ),
+            ("      defaultingType: Other\n", "supported values: \"List\", \"System\""),
+        ] {
+            let err = with(args).unwrap_err().to_string();
+            assert!(err.contains(message), "{args}: {err}");
+        }
     }
 
     #[test]

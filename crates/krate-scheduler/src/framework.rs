@@ -102,6 +102,8 @@ pub struct Profile {
     pub percentage_of_nodes_to_score: u32,
     pub preemption: bool,
     pub scheduling_gates: bool,
+    /// PodTopologySpread's default constraints (upstream's system defaults unless configured).
+    pub spread_defaults: topology_spread::Defaults,
 }
 
 impl Profile {
@@ -115,6 +117,7 @@ impl Profile {
             percentage_of_nodes_to_score: 0,
             preemption: true,
             scheduling_gates: true,
+            spread_defaults: topology_spread::Defaults::default(),
         }
     }
 
@@ -170,31 +173,37 @@ pub struct Prepared {
     pub info: Arc<PodInfo>,
     pub required: node_affinity::Required,
     pub preferred: Vec<(i64, NodeTerm)>,
+    /// The pod's topology spread constraints, its own or the profile's defaults.
+    pub spread_rules: topology_spread::Spread,
     pub spread: Option<topology_spread::FilterState>,
     pub terms: inter_pod_affinity::Terms,
     pub inter_pod: Option<inter_pod_affinity::FilterState>,
 }
 
 impl Prepared {
+    /// `default_spread` is the selector of the workloads the pod belongs to, for the
+    /// default topology spread constraints (`Workloads::default_spread_selector`).
     pub fn new(
         profile: &Profile,
         info: Arc<PodInfo>,
         cache: &Cache,
         namespaces: inter_pod_affinity::NamespaceLookup,
+        default_spread: Option<&Selector>,
     ) -> Prepared {
         let pod = &info.pod;
         let required = node_affinity::Required::of(pod);
         let tolerations = tolerations(&info);
+        let spread_rules = topology_spread::Spread::of(pod, &profile.spread_defaults, default_spread);
         let spread = profile
             .has(Filter::PodTopologySpread)
-            .then(|| topology_spread::FilterState::new(pod, &required, tolerations, cache.nodes()))
+            .then(|| topology_spread::FilterState::new(pod, &spread_rules, &required, tolerations, cache.nodes()))
             .flatten();
         let terms = inter_pod_affinity::Terms::of(pod, namespaces);
         let inter_pod = profile
             .has(Filter::InterPodAffinity)
             .then(|| inter_pod_affinity::FilterState::new(pod, &terms, cache.nodes(), namespaces))
             .flatten();
-        Prepared { preferred: node_affinity::preferred(pod), required, spread, terms, inter_pod, info }
+        Prepared { preferred: node_affinity::preferred(pod), required, spread_rules, spread, terms, inter_pod, info }
     }
 
     pub fn filter(&self, profile: &Profile, node: &NodeInfo) -> FilterResult {
@@ -363,7 +372,8 @@ impl Algorithm {
                     )
                 }
                 Score::PodTopologySpread => {
-                    topology_spread::scores(&info.pod, &pod.required, tolerations(info), cache.nodes(), feasible)
+                    let rules = &pod.spread_rules;
+                    topology_spread::scores(&info.pod, rules, &pod.required, tolerations(info), cache.nodes(), feasible)
                 }
                 Score::InterPodAffinity => inter_pod_affinity::scores(
                     &info.pod,
@@ -432,7 +442,7 @@ mod tests {
             let p: Pod = serde_json::from_value(json!({"metadata": {"name": "p", "uid": "u", "namespace": "default"},
                 "spec": {"containers": [{"name": "c", "image": "i", "resources": {"requests": {"cpu": cpu}}}]}}))
             .unwrap();
-            Prepared::new(&profile, Arc::new(PodInfo::new(Arc::new(p))), &cache, &|_: &Selector| Vec::new())
+            Prepared::new(&profile, Arc::new(PodInfo::new(Arc::new(p))), &cache, &|_: &Selector| Vec::new(), None)
         };
         let mut algo = Algorithm::default();
         assert_eq!(algo.schedule(&profile, &pod("500m"), &cache).unwrap(), "big");

@@ -14,6 +14,7 @@ pub mod queue;
 pub mod resources;
 mod scheduler;
 pub mod selectors;
+mod workloads;
 mod writer;
 
 use std::path::PathBuf;

@@ -203,7 +203,7 @@ mod tests {
         cache.update_bound_pod(pod("b-low", "1", 1, Some("b")));
         let profile = Profile::new("default-scheduler");
         let none = |_: &Selector| Vec::new();
-        let incoming = Prepared::new(&profile, Arc::new(PodInfo::new(pod("new", "1", 10, None))), &cache, &none);
+        let incoming = Prepared::new(&profile, Arc::new(PodInfo::new(pod("new", "1", 10, None))), &cache, &none, None);
         let mut algo = crate::framework::Algorithm::default();
         let diagnosis = algo.schedule(&profile, &incoming, &cache).unwrap_err();
         let outcome = preempt(&profile, &incoming, &cache, &diagnosis, &[], &none);
@@ -213,11 +213,11 @@ mod tests {
 
         let mut never = (*pod("never", "1", 10, None)).clone();
         never.spec.as_mut().unwrap().preemption_policy = Some("Never".into());
-        let incoming = Prepared::new(&profile, Arc::new(PodInfo::new(Arc::new(never))), &cache, &none);
+        let incoming = Prepared::new(&profile, Arc::new(PodInfo::new(Arc::new(never))), &cache, &none, None);
         let outcome = preempt(&profile, &incoming, &cache, &diagnosis, &[], &none);
         assert_eq!(outcome.message(2), "preemption: not eligible due to preemptionPolicy=Never.");
 
-        let incoming = Prepared::new(&profile, Arc::new(PodInfo::new(pod("low", "1", 0, None))), &cache, &none);
+        let incoming = Prepared::new(&profile, Arc::new(PodInfo::new(pod("low", "1", 0, None))), &cache, &none, None);
         let outcome = preempt(&profile, &incoming, &cache, &diagnosis, &[], &none);
         assert_eq!(
             outcome.message(2),
@@ -258,7 +258,7 @@ mod tests {
         cache.update_bound_pod(labelled("web2", "1", 6, "b"));
         let profile = Profile::new("default-scheduler");
         let none = |_: &Selector| Vec::new();
-        let incoming = Prepared::new(&profile, Arc::new(PodInfo::new(pod("new", "1", 10, None))), &cache, &none);
+        let incoming = Prepared::new(&profile, Arc::new(PodInfo::new(pod("new", "1", 10, None))), &cache, &none, None);
         let diagnosis = crate::framework::Algorithm::default().schedule(&profile, &incoming, &cache).unwrap_err();
 
         // Without budgets node a's victim matters least.

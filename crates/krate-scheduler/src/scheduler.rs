@@ -22,6 +22,7 @@ use crate::metrics;
 use crate::node_info::PodInfo;
 use crate::queue::{ClusterEvent, Queue};
 use crate::selectors::Selector;
+use crate::workloads::Workloads;
 use crate::writer::{Writer, WriterRequest};
 use crate::{Error, Options, preemption};
 
@@ -41,6 +42,7 @@ pub(crate) struct Scheduler {
     node_store: Store<Node>,
     namespaces: Store<Namespace>,
     budgets: Store<PodDisruptionBudget>,
+    workloads: Workloads,
     writer: Writer,
     bind_slots: Arc<Semaphore>,
     inputs_tx: mpsc::UnboundedSender<Input>,
@@ -73,6 +75,7 @@ pub async fn run(client: kube::Client, options: Options) -> Result<(), Error> {
         node_store: nodes.store(),
         namespaces: namespaces.store(),
         budgets: budgets.store(),
+        workloads: Workloads::new(&informers),
         bind_slots: Arc::new(Semaphore::new(options.bind_concurrency.max(1))),
         inputs_tx,
     };
@@ -207,7 +210,12 @@ impl Scheduler {
                 .filter_map(|ns| ns.metadata.name.clone())
                 .collect()
         };
-        let prepared = Prepared::new(profile, info.clone(), &self.cache, &lookup);
+        // Default spreading needs the pod's workloads only when it has no constraints.
+        let own_spread = pod.spec.as_ref().and_then(|s| s.topology_spread_constraints.as_ref());
+        let default_spread = (own_spread.is_none_or(|c| c.is_empty())
+            && !profile.spread_defaults.constraints.is_empty())
+        .then(|| self.workloads.default_spread_selector(&pod));
+        let prepared = Prepared::new(profile, info.clone(), &self.cache, &lookup, default_spread.as_ref());
         match self.algorithm.schedule(profile, &prepared, &self.cache) {
             Ok(node) => {
                 metrics::observe_attempt(&profile.scheduler_name, "scheduled", started);

@@ -91,6 +91,22 @@ impl Selector {
     pub fn is_everything(&self) -> bool {
         !self.nothing && self.requirements.is_empty()
     }
+
+    /// The selector of a label map (a Service's or ReplicationController's): each pair
+    /// required; an empty map selects everything.
+    pub fn from_map(map: &Labels) -> Selector {
+        let requirements =
+            map.iter().map(|(k, v)| Requirement { key: k.clone(), op: Op::In(vec![v.clone()]) }).collect();
+        Selector { requirements, nothing: false }
+    }
+
+    /// Adds `other`'s requirements (none from a selector of nothing, as upstream's
+    /// Selector.Add of Requirements()).
+    pub fn add_requirements_of(&mut self, other: &Selector) {
+        if !other.nothing {
+            self.requirements.extend(other.requirements.iter().cloned());
+        }
+    }
 }
 
 /// One node selector term: its expressions on labels and on fields (metadata.name).

@@ -101,6 +101,16 @@ async fn start_runtime(
     }
 }
 
+/// What the runtime plugs into the agent: its status, and its endpoints (container
+/// logs, exec, attach, port-forward) when it runs.
+fn seams(runtime: &Option<PodRuntime>, status: Arc<dyn RuntimeStatus>, client: &kube::Client, node: &str) -> Seams {
+    let routes = runtime.as_ref().map(|rt| {
+        Arc::new(krate_agent::streaming::StreamingRoutes::new(rt.cri().clone(), client.clone(), node))
+            as Arc<dyn krate_agent::kubelet_api::Routes>
+    });
+    Seams { runtime: Some(status), routes, ..Default::default() }
+}
+
 fn run_pods(runtime: &Option<PodRuntime>, client: kube::Client, node: String) -> Option<tokio::task::JoinHandle<()>> {
     let rt = runtime.clone()?;
     Some(tokio::spawn(async move { rt.run(client, &node).await }))
@@ -117,7 +127,7 @@ pub async fn run(args: AgentArgs) -> anyhow::Result<()> {
     let client = bootstrap::node_client(&args.server, &creds)?;
     let config = config(node.clone(), hostname, &args.node, &args.data_dir, &creds.ca_pem);
     let (runtime, status) = start_runtime(&args.data_dir, &args.node, config.node_ip).await;
-    let seams = Seams { runtime: Some(status), ..Default::default() };
+    let seams = seams(&runtime, status, &client, &node);
     let agent = agent::start(client.clone(), config, Serving::Request, seams).await?;
     let worker = run_pods(&runtime, client, node);
     let agent = NodeAgent { agent, _runtime: runtime, worker };
@@ -147,7 +157,7 @@ pub async fn start_in_server(running: &Running, args: &ServerArgs) -> anyhow::Re
         client.clone(),
         config,
         Serving::Given(krate_agent::bootstrap::CertKey { cert_pem: serving.cert_pem, key_pem: serving.key_pem }),
-        Seams { runtime: Some(status), ..Default::default() },
+        seams(&runtime, status, &client, &node),
     )
     .await?;
     let worker = run_pods(&runtime, client, node);

@@ -174,6 +174,10 @@ pub struct ControllerArgs {
     /// Nodes per second whose pods may be evicted (taints added) in a healthy zone.
     #[arg(long, default_value_t = 0.1)]
     pub node_eviction_rate: f64,
+    /// How long an auto-generated legacy service-account token may go unused before it is
+    /// invalidated, and then stay invalid before it is deleted (default one year).
+    #[arg(long, default_value = "8760h", value_parser = krate_apiserver::audit::parse_duration)]
+    pub legacy_service_account_token_clean_up_period: std::time::Duration,
 }
 
 /// Upstream's --audit-* flags.

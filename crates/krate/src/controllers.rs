@@ -42,6 +42,10 @@ pub fn start(running: &Running, args: &crate::cli::ServerArgs) -> AbortOnDrop {
         terminated_pod_gc_threshold: args.terminated_pod_gc_threshold,
         node_monitor_grace_period: args.controllers.node_monitor_grace_period,
         node_eviction_rate: args.controllers.node_eviction_rate,
+        legacy_token_cleaner: krate_controllers::legacy_token_cleaner::Tuning {
+            clean_up_period: args.controllers.legacy_service_account_token_clean_up_period,
+            ..Default::default()
+        },
         cluster_cidrs: args.controllers.cluster_cidr.clone(),
         service_cidrs: args.service_cluster_ip_range.split(',').map(|c| c.trim().to_string()).collect(),
         // --node-cidr-mask-size is for single-stack clusters, of either family.
@@ -133,14 +137,6 @@ pub async fn run_remote(args: ControllerManagerArgs) -> anyhow::Result<()> {
 
 fn root_ca_of(config: &kube::Config) -> Option<String> {
     let ders = config.root_cert.as_ref()?;
-    let pem: Vec<String> = ders.iter().map(|der| pem_of(der)).collect();
+    let pem: Vec<String> = ders.iter().map(|der| krate_api::pem::encode("CERTIFICATE", der)).collect();
     (!pem.is_empty()).then(|| pem.concat())
-}
-
-fn pem_of(der: &[u8]) -> String {
-    use base64::Engine as _;
-    let b64 = base64::engine::general_purpose::STANDARD.encode(der);
-    let lines: Vec<&str> =
-        b64.as_bytes().chunks(64).map(|c| std::str::from_utf8(c).expect("base64 is ASCII")).collect();
-    format!("-----BEGIN CERTIFICATE-----\n{}\n-----END CERTIFICATE-----\n", lines.join("\n"))
 }

@@ -1,8 +1,8 @@
 //! The agent's HTTPS API (the kubelet's port 10250): TLS with the node's serving
 //! certificate, callers authenticated and authorized as upstream's kubelet does
 //! (`auth`), then /healthz, /pods (the pods bound to this node) and /metrics
-//! (Prometheus). Other paths go to the `Routes` seam (the runtime's /containerLogs,
-//! /exec, /attach, /portForward, /stats…) and are 404 until something serves them.
+//! (Prometheus). Other paths go to the `Routes` seam: the runtime's /containerLogs,
+//! /exec, /attach and /portForward (`crate::streaming`); anything else is 404.
 
 pub mod auth;
 

@@ -201,16 +201,16 @@ pub fn resources(container: &Container) -> cri::LinuxContainerResources {
     }
 }
 
-/// The container config for attempt `attempt` of `container`.
+/// The container config for attempt `attempt` of `container`, with its environment
+/// (see `env::container_env`) and mounts (see `volumes`).
 pub fn container_config(
     pod: &Pod,
     container: &Container,
     attempt: u32,
     image_ref: &str,
-    host_ip: &str,
-    pod_ip: &str,
+    env: Vec<(String, String)>,
+    mounts: Vec<cri::Mount>,
 ) -> cri::ContainerConfig {
-    let env = env::container_env(pod, container, host_ip, pod_ip);
     let (command, args) = env::command_and_args(container, &env);
     let mut labels = pod_labels(pod);
     labels.insert(LABEL_CONTAINER_NAME.into(), container.name.clone());
@@ -225,6 +225,7 @@ pub fn container_config(
         args,
         working_dir: container.working_dir.clone().unwrap_or_default(),
         envs: env.into_iter().map(|(key, value)| cri::KeyValue { key, value }).collect(),
+        mounts,
         labels,
         annotations: HashMap::from([("io.kubernetes.container.restartCount".to_string(), attempt.to_string())]),
         log_path: format!("{}/{attempt}.log", container.name),

@@ -17,15 +17,22 @@ mod cni;
 mod containerd;
 pub mod cri;
 pub mod cri_config;
+mod downward_api;
 mod env;
+mod events;
+mod hooks;
 pub mod host_check;
 pub mod images;
 mod metrics;
+mod objects;
 pub mod pause_image;
 mod pod_manager;
 pub mod pod_status;
 mod pod_worker;
+pub mod probe;
+mod service_env;
 mod ustar;
+pub mod volumes;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -128,6 +135,17 @@ struct Inner {
     containerd: Option<containerd::Supervisor>,
 }
 
+/// Where pods' volumes live: DATA_DIR/agent/pods/<uid>/volumes/<plugin>/<name>.
+pub fn pods_dir(data_dir: &Path) -> PathBuf {
+    data_dir.join("agent").join("pods")
+}
+
+/// Unmounts every pod volume mounted under DATA_DIR/agent/pods (tmpfs volumes): for a
+/// node being torn down (and tests cleaning up).
+pub async fn unmount_pod_volumes(data_dir: &Path) {
+    volumes::unmount_all(&pods_dir(data_dir)).await
+}
+
 /// The socket of the containerd the agent runs for `data_dir`.
 pub fn own_socket(data_dir: &Path) -> PathBuf {
     containerd::Layout::under(&data_dir.join("agent")).socket
@@ -204,9 +222,27 @@ impl PodRuntime {
             Err(_) => Default::default(),
         };
         let c = &self.inner.config;
+        let data_dir = c.data_dir.clone();
+        let allocatable =
+            tokio::task::spawn_blocking(move || crate::node::host::Resources::read(&data_dir).allocatable())
+                .await
+                .unwrap_or_default();
+        let informers = krate_client::informers::Informers::new(client.clone());
+        let services = informers.get::<k8s_openapi::api::core::v1::Service>();
         let shared = Arc::new(pod_worker::Shared {
             cri: self.inner.cri.clone(),
-            client,
+            client: client.clone(),
+            node_name: node_name.to_string(),
+            informers,
+            services,
+            events: events::PodEvents::new(client.clone(), node_name),
+            volumes: volumes::VolumeHost {
+                client: client.clone(),
+                pods_dir: pods_dir(&c.data_dir),
+                tokens: volumes::TokenManager::new(client.clone()),
+                watches: volumes::SourceWatches::new(client),
+                allocatable,
+            },
             node: NodeSettings {
                 host_ip: c.node_ip.clone(),
                 cgroup_root: c.cgroup_root.clone(),
@@ -216,7 +252,7 @@ impl PodRuntime {
                 host_dns,
             },
         });
-        pod_manager::run(shared, node_name).await
+        pod_manager::run(shared).await
     }
 
     /// `containerd://1.6.20`, for nodeInfo.containerRuntimeVersion.

@@ -3,7 +3,7 @@
 //! pod's worker when its containers change state, since containerd 1.6 has no
 //! container events over CRI. Sandboxes of pods the API no longer has are removed.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -15,14 +15,15 @@ use kube::runtime::watcher;
 
 use super::cri_config::LABEL_POD_UID;
 use super::pod_worker::{self, Shared, WorkerHandle};
+use super::volumes;
 
 /// How often the runtime is relisted: the delay before an exited container shows.
 const RELIST_PERIOD: Duration = Duration::from_millis(500);
 
-pub async fn run(shared: Arc<Shared>, node_name: &str) {
-    let informers = krate_client::informers::Informers::new(shared.client.clone());
+pub async fn run(shared: Arc<Shared>) {
+    let node_name = shared.node_name.clone();
     let config = watcher::Config::default().fields(&format!("spec.nodeName={node_name}"));
-    let informer = informers.get_with::<Pod>(config);
+    let informer = shared.informers.get_with::<Pod>(config);
     let store = informer.store();
     let mut events = informer.subscribe().boxed();
     let mut workers = Workers::default();
@@ -52,6 +53,8 @@ pub async fn run(shared: Arc<Shared>, node_name: &str) {
                 synced = true;
                 // Look at every pod in the runtime again, now that unknown means gone.
                 last_seen.clear();
+                let known: HashSet<String> = store.state().iter().filter_map(|p| p.metadata.uid.clone()).collect();
+                remove_orphaned_volumes(&shared, &known).await;
             }
             _ = relist.tick() => {
                 workers.0.retain(|_, w| !w.task.is_finished());
@@ -114,6 +117,19 @@ async fn relist_runtime(shared: &Shared) -> Result<HashMap<String, String>, toni
         .collect())
 }
 
+/// Removes the volume directories of pods this node no longer has (deleted while the
+/// agent was down).
+async fn remove_orphaned_volumes(shared: &Shared, known: &HashSet<String>) {
+    let Ok(mut entries) = tokio::fs::read_dir(&shared.volumes.pods_dir).await else { return };
+    while let Ok(Some(entry)) = entries.next_entry().await {
+        let uid = entry.file_name().to_string_lossy().into_owned();
+        if !known.contains(&uid) {
+            tracing::info!(uid, "removing the volumes of a pod no longer on this node");
+            volumes::remove_pod_dir(&shared.volumes.pods_dir, &uid).await;
+        }
+    }
+}
+
 /// Removes the sandboxes (and so containers) of a pod this node no longer runs,
 /// such as one deleted while the agent was down.
 async fn remove_orphan(shared: &Shared, uid: &str) {
@@ -128,4 +144,5 @@ async fn remove_orphan(shared: &Shared, uid: &str) {
         let _ = runtime.stop_pod_sandbox(cri::StopPodSandboxRequest { pod_sandbox_id: s.id.clone() }).await;
         let _ = runtime.remove_pod_sandbox(cri::RemovePodSandboxRequest { pod_sandbox_id: s.id }).await;
     }
+    volumes::remove_pod_dir(&shared.volumes.pods_dir, uid).await;
 }

@@ -19,6 +19,14 @@ pub struct Seen {
     pub previous: Option<cri::ContainerStatus>,
 }
 
+/// What a container's probes say of it (only for running containers with a startup
+/// or readiness probe; others are started and ready while running).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Health {
+    pub started: bool,
+    pub ready: bool,
+}
+
 /// Everything the status is computed from.
 pub struct Observed<'a> {
     pub pod: &'a Pod,
@@ -28,6 +36,8 @@ pub struct Observed<'a> {
     pub containers: &'a HashMap<String, Seen>,
     /// Why a container is waiting (back-off, image or create failures), by name.
     pub waiting: &'a HashMap<String, (String, String)>,
+    /// Probe results by container name.
+    pub health: &'a HashMap<String, Health>,
     pub initialized: bool,
     pub start_time: Timestamp,
     /// The status last written (transition times carry over from it).
@@ -98,15 +108,18 @@ fn container_status(o: &Observed, spec: &Container, not_reached: &str, init_regu
         (None, None) => (waiting(not_reached, None), None),
     };
     let running = state.running.is_some();
+    let health = o.health.get(&spec.name).filter(|_| running);
+    let started = running && health.is_none_or(|h| h.started);
     let completed = state.terminated.as_ref().is_some_and(|t| t.exit_code == 0);
     ContainerStatus {
         name: spec.name.clone(),
         image: spec.image.clone().unwrap_or_default(),
         image_id: latest.map(|c| c.image_ref.clone()).unwrap_or_default(),
         container_id: latest.map(|c| format!("containerd://{}", c.id)),
-        // Without probes, a running container is ready; a completed init container too.
-        ready: if init_regular { completed } else { running },
-        started: Some(running),
+        // A running container is ready once its probes say so (at once without
+        // probes); a completed init container too.
+        ready: if init_regular { completed } else { started && health.is_none_or(|h| h.ready) },
+        started: Some(started),
         restart_count: latest.and_then(|c| c.metadata.as_ref()).map_or(0, |m| m.attempt as i32),
         state: Some(state),
         last_state: Some(last_state.unwrap_or_default()),
@@ -153,6 +166,16 @@ fn phase(o: &Observed, statuses: &[ContainerStatus], init_statuses: &[ContainerS
     }
 }
 
+/// Ephemeral containers (never ready, never restarted).
+fn ephemeral_statuses(o: &Observed) -> Option<Vec<ContainerStatus>> {
+    let specs = o.pod.spec.iter().flat_map(|s| s.ephemeral_containers.iter().flatten());
+    let statuses: Vec<ContainerStatus> = specs
+        .filter_map(ephemeral_as_container)
+        .map(|c| ContainerStatus { ready: false, ..container_status(o, &c, "ContainerCreating", false) })
+        .collect();
+    (!statuses.is_empty()).then_some(statuses)
+}
+
 fn init_specs(pod: &Pod) -> impl Iterator<Item = &Container> {
     pod.spec.iter().flat_map(|s| s.init_containers.iter().flatten())
 }
@@ -164,6 +187,11 @@ fn main_specs(pod: &Pod) -> impl Iterator<Item = &Container> {
 /// Whether the phase is final (the pod's containers will not run again).
 pub fn is_terminal(phase: &str) -> bool {
     phase == "Succeeded" || phase == "Failed"
+}
+
+/// An ephemeral container's spec as a Container (the same fields, less the target).
+pub fn ephemeral_as_container(e: &k8s_openapi::api::core::v1::EphemeralContainer) -> Option<Container> {
+    serde_json::to_value(e).ok().and_then(|v| serde_json::from_value(v).ok())
 }
 
 pub fn compute(o: &Observed) -> PodStatus {
@@ -261,6 +289,7 @@ pub fn compute(o: &Observed) -> PodStatus {
         start_time: Some(existing.start_time.clone().unwrap_or(Time(o.start_time))),
         init_container_statuses: (!init_statuses.is_empty()).then_some(init_statuses),
         container_statuses: Some(statuses),
+        ephemeral_container_statuses: ephemeral_statuses(o),
         qos_class: existing.qos_class.clone(),
         observed_generation: o.pod.metadata.generation,
         ..Default::default()
@@ -307,6 +336,7 @@ mod tests {
             sandbox_ready: true,
             containers,
             waiting,
+            health: &HashMap::new(),
             initialized,
             start_time: Timestamp::UNIX_EPOCH,
             previous: None,
@@ -316,6 +346,125 @@ mod tests {
 
     fn condition<'a>(s: &'a PodStatus, t: &str) -> &'a PodCondition {
         s.conditions.as_ref().unwrap().iter().find(|c| c.type_ == t).unwrap()
+    }
+
+    #[test]
+    fn ephemeral_containers_get_statuses_but_no_say_in_readiness() {
+        let mut p = pod("Always");
+        let e = serde_json::json!([{"name": "debugger", "image": "i", "targetContainerName": "main"}]);
+        p.spec.as_mut().unwrap().ephemeral_containers = Some(serde_json::from_value(e).unwrap());
+        let running =
+            |id| Seen { latest: Some(cri_status(id, 0, cri::ContainerState::ContainerRunning, 0)), previous: None };
+        let mut seen = HashMap::from([("main".to_string(), running("m")), ("side".to_string(), running("s"))]);
+        let s = observe(&p, &seen, &HashMap::new(), true);
+        let debugger = &s.ephemeral_container_statuses.as_ref().unwrap()[0];
+        assert_eq!(
+            debugger.state.as_ref().unwrap().waiting.as_ref().unwrap().reason.as_deref(),
+            Some("ContainerCreating")
+        );
+        assert_eq!(condition(&s, "Ready").status, "True");
+        seen.insert("debugger".into(), running("d"));
+        let s = observe(&p, &seen, &HashMap::new(), true);
+        let debugger = &s.ephemeral_container_statuses.as_ref().unwrap()[0];
+        assert!(debugger.state.as_ref().unwrap().running.is_some() && !debugger.ready);
+        assert_eq!(debugger.container_id.as_deref(), Some("containerd://d"));
+    }
+
+    #[test]
+    fn probes_decide_started_and_ready() {
+        let p = pod("Always");
+        let mut seen = HashMap::new();
+        for name in ["init", "side", "main"] {
+            let state = if name == "init" {
+                cri::ContainerState::ContainerExited
+            } else {
+                cri::ContainerState::ContainerRunning
+            };
+            seen.insert(name.to_string(), Seen { latest: Some(cri_status(name, 0, state, 0)), previous: None });
+        }
+        let none = HashMap::new();
+        let mut health = HashMap::new();
+        health.insert("main".to_string(), Health { started: true, ready: false });
+        health.insert("side".to_string(), Health { started: false, ready: false });
+        let s = compute(&Observed {
+            pod: &p,
+            host_ip: "10.0.0.1",
+            pod_ips: &[],
+            sandbox_ready: true,
+            containers: &seen,
+            waiting: &none,
+            health: &health,
+            initialized: true,
+            start_time: Timestamp::UNIX_EPOCH,
+            previous: None,
+            now: Timestamp::UNIX_EPOCH,
+        });
+        let main = &s.container_statuses.as_ref().unwrap()[0];
+        assert_eq!((main.started, main.ready), (Some(true), false));
+        let side = &s.init_container_statuses.as_ref().unwrap()[1];
+        assert_eq!((side.started, side.ready), (Some(false), false));
+        assert_eq!(s.phase.as_deref(), Some("Running"));
+        let ready = condition(&s, "ContainersReady");
+        assert_eq!(ready.status, "False");
+        assert_eq!(ready.message.as_deref(), Some("containers with unready status: [side main]"));
+        assert_eq!(condition(&s, "Ready").status, "False");
+
+        health.insert("main".to_string(), Health { started: true, ready: true });
+        health.insert("side".to_string(), Health { started: true, ready: true });
+        let s = observe_with(&p, &seen, &none, &health);
+        assert_eq!(condition(&s, "ContainersReady").status, "True");
+        assert_eq!(condition(&s, "Ready").status, "True");
+    }
+
+    #[test]
+    fn readiness_gates_hold_ready_until_true() {
+        let mut p = pod("Always");
+        p.spec.as_mut().unwrap().readiness_gates =
+            Some(vec![k8s_openapi::api::core::v1::PodReadinessGate { condition_type: "example.com/gate".into() }]);
+        let mut seen = HashMap::new();
+        seen.insert(
+            "init".to_string(),
+            Seen { latest: Some(cri_status("i", 0, cri::ContainerState::ContainerExited, 0)), previous: None },
+        );
+        for name in ["side", "main"] {
+            seen.insert(
+                name.to_string(),
+                Seen { latest: Some(cri_status(name, 0, cri::ContainerState::ContainerRunning, 0)), previous: None },
+            );
+        }
+        let none = HashMap::new();
+        let s = observe_with(&p, &seen, &none, &HashMap::new());
+        assert_eq!(condition(&s, "ContainersReady").status, "True");
+        let ready = condition(&s, "Ready");
+        assert_eq!((ready.status.as_str(), ready.reason.as_deref()), ("False", Some("ReadinessGatesNotReady")));
+        p.status.as_mut().unwrap().conditions.as_mut().unwrap().push(PodCondition {
+            type_: "example.com/gate".into(),
+            status: "True".into(),
+            ..Default::default()
+        });
+        let s = observe_with(&p, &seen, &none, &HashMap::new());
+        assert_eq!(condition(&s, "Ready").status, "True");
+    }
+
+    fn observe_with<'a>(
+        pod: &'a Pod,
+        containers: &'a HashMap<String, Seen>,
+        waiting: &'a HashMap<String, (String, String)>,
+        health: &'a HashMap<String, Health>,
+    ) -> PodStatus {
+        compute(&Observed {
+            pod,
+            host_ip: "10.0.0.1",
+            pod_ips: &[],
+            sandbox_ready: true,
+            containers,
+            waiting,
+            health,
+            initialized: true,
+            start_time: Timestamp::UNIX_EPOCH,
+            previous: None,
+            now: Timestamp::UNIX_EPOCH,
+        })
     }
 
     #[test]

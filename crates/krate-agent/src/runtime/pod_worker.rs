@@ -1,29 +1,50 @@
-//! One pod's worker: brings the pod to its spec through CRI (sandbox, init containers
-//! in order, sidecars, containers, restarts with back-off), writes its status, and on
-//! deletion stops everything within the grace period and removes the pod object.
+//! One pod's worker: sets up the pod's volumes (refreshing them when a source they read
+//! changes, on pod updates and every `volumes::RESYNC_PERIOD`), brings the pod to its
+//! spec through CRI (sandbox, init containers in order, sidecars, containers with their
+//! env and mounts, restarts with back-off), writes its status, and on deletion stops
+//! everything within the grace period, removes the pod's volumes and the pod object.
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use k8s_cri::v1 as cri;
-use k8s_openapi::api::core::v1::{Container, Pod, PodStatus};
+use k8s_openapi::api::core::v1::{Container, Pod, PodStatus, Service};
 use k8s_openapi::jiff::Timestamp;
+use krate_client::informers::{Informer, Informers};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions};
 use tokio::sync::{Notify, watch};
 
 use super::backoff::Backoff;
 use super::cri::Cri;
 use super::cri_config::{self, LABEL_CONTAINER_NAME, LABEL_POD_UID, NodeSettings};
-use super::pod_status::{self, Observed, Seen};
-use super::{cgroups, images, metrics};
+use super::env::{self, EnvContext, EnvError};
+use super::events::PodEvents;
+use super::hooks::{self, HookTarget};
+use super::objects::ObjectCache;
+use super::pod_status::{self, Health, Observed, Seen};
+use super::probe::{self, PodProbes, ProbeContext};
+use super::volumes::{self, PodVolumes, VolumeHost};
+use super::{cgroups, images, metrics, service_env};
 
 /// What all workers share.
 pub struct Shared {
     pub cri: Cri,
     pub client: kube::Client,
     pub node: NodeSettings,
+    pub node_name: String,
+    pub informers: Arc<Informers>,
+    /// All services, for the containers' service variables.
+    pub services: Informer<Service>,
+    pub events: PodEvents,
+    pub volumes: VolumeHost,
 }
+
+/// How long a repeated warning event (the same message) is held back.
+const EVENT_REPEAT: Duration = Duration::from_secs(60);
+/// How long to wait for the first list of services before giving up on a container's
+/// environment (upstream refuses to build it before services were read once).
+const SERVICES_WAIT: Duration = Duration::from_secs(5);
 
 /// The manager's end of a worker.
 pub struct WorkerHandle {
@@ -38,9 +59,10 @@ pub fn spawn(shared: Arc<Shared>, pod: Arc<Pod>) -> WorkerHandle {
     let worker = Worker {
         shared,
         uid: pod.metadata.uid.clone().unwrap_or_default(),
+        // A pod without init containers is initialized from the start.
+        initialized: pod.spec.as_ref().is_none_or(|s| s.init_containers.as_ref().is_none_or(|i| i.is_empty())),
         last_pod: pod,
         sandbox: None,
-        initialized: false,
         terminal: false,
         restarts: Backoff::default(),
         pulls: Backoff::default(),
@@ -50,6 +72,11 @@ pub fn spawn(shared: Arc<Shared>, pod: Arc<Pod>) -> WorkerHandle {
         written: None,
         start_time: Timestamp::now(),
         start_recorded: false,
+        volumes: PodVolumes::default(),
+        warned: HashMap::new(),
+        pid_target: None,
+        probes: PodProbes::new(poke.clone()),
+        health: HashMap::new(),
     };
     let task = tokio::spawn(worker.run(rx, poke.clone()));
     WorkerHandle { pod: tx, poke, task }
@@ -82,6 +109,14 @@ struct Worker {
     written: Option<PodStatus>,
     start_time: Timestamp,
     start_recorded: bool,
+    volumes: PodVolumes,
+    /// Warning events recorded, by reason and message, with when (to hold back repeats).
+    warned: HashMap<(String, String), Instant>,
+    /// The container an ephemeral container being started shares its PID namespace with.
+    pid_target: Option<String>,
+    /// The probes of the pod's running containers, and what they said at the last look.
+    probes: PodProbes,
+    health: HashMap<String, Health>,
 }
 
 const RUNNING: i32 = cri::ContainerState::ContainerRunning as i32;
@@ -143,9 +178,11 @@ impl Worker {
                     }
                 }
             };
+            let volume_wake = self.volumes.wake();
             tokio::select! {
                 changed = pod_rx.changed() => if changed.is_err() { return },
                 _ = poke.notified() => {}
+                _ = volume_wake.notify.notified() => {}
                 _ = tokio::time::sleep(wake.unwrap_or(Duration::from_secs(60))) => {}
             }
         }
@@ -159,11 +196,32 @@ impl Worker {
         // Finished before (this agent restarted since): never run it again.
         if pod.status.as_ref().and_then(|s| s.phase.as_deref()).is_some_and(pod_status::is_terminal) {
             self.terminal = true;
+            self.probes.stop_all();
             self.stop_containers(0, true).await;
             self.stop_sandboxes(false).await;
+            self.tear_down_volumes().await;
             return Ok(None);
         }
         let spec = pod.spec.clone().unwrap_or_default();
+        if self.volumes.due(pod) {
+            let failures = self.volumes.sync(&self.shared.volumes, pod).await;
+            for failure in failures {
+                tracing::warn!(
+                    pod = self.name(),
+                    volume = failure.volume,
+                    message = failure.message,
+                    "volume not set up"
+                );
+                self.warn(pod, "FailedMount", failure.to_string());
+            }
+        }
+        if !self.volumes.ready() {
+            // As upstream's kubelet: no sandbox and no container until every volume is
+            // there; the containers wait in ContainerCreating.
+            let sandbox = self.sandbox.clone();
+            self.write_status(pod, sandbox.as_ref(), &HashMap::new()).await;
+            return Ok(Some(Duration::from_secs(2)));
+        }
         let sandbox = match self.ensure_sandbox(pod).await {
             Ok(s) => s,
             Err(status) => {
@@ -172,7 +230,10 @@ impl Worker {
                 return Ok(Some(Duration::from_secs(2)));
             }
         };
-        let seen = self.observe(&sandbox).await?;
+        let mut seen = self.observe(&sandbox).await?;
+        if self.kill_unhealthy(pod, &sandbox, &seen).await {
+            seen = self.observe(&sandbox).await?;
+        }
         let policy = spec.restart_policy.clone().unwrap_or_else(|| "Always".into());
         let mut wake = None;
         let init = spec.init_containers.clone().unwrap_or_default();
@@ -183,7 +244,9 @@ impl Worker {
             for c in &init {
                 let current = latest(&c.name);
                 match current.as_ref().map(|s| (s.state, s.exit_code)) {
-                    Some((RUNNING, _)) if is_sidecar(c) => continue,
+                    // A sidecar lets the next init container go once it has started
+                    // (its startup probe passed, as upstream).
+                    Some((RUNNING, _)) if is_sidecar(c) && self.sidecar_started(pod, &c.name, &seen) => continue,
                     Some((EXITED, 0)) if !is_sidecar(c) => continue,
                     Some((RUNNING, _)) => {}
                     Some((CREATED, _)) => {
@@ -233,19 +296,115 @@ impl Worker {
                     Some(_) => {}
                 }
             }
+            self.start_ephemeral(pod, &spec, &seen, &sandbox, &mut wake).await;
         }
 
         // Status from a fresh look, so what was just started shows as running.
         let seen = self.observe(&sandbox).await?;
+        self.sync_probes(&sandbox, &seen);
         let phase = self.write_status(pod, Some(&sandbox), &seen).await;
         if pod_status::is_terminal(&phase) {
             tracing::info!(pod = self.name(), phase, "pod finished; stopping its sidecars and sandbox");
             self.terminal = true;
+            self.probes.stop_all();
             self.stop_containers(0, false).await;
             self.stop_sandboxes(false).await;
+            self.tear_down_volumes().await;
             return Ok(None);
         }
+        sooner(&mut wake, volumes::RESYNC_PERIOD);
         Ok(wake)
+    }
+
+    /// Unmounts and removes the pod's volumes (it finished, or is gone) and forgets
+    /// its tokens, as upstream's volume manager tears down a terminated pod's volumes.
+    async fn tear_down_volumes(&mut self) {
+        self.volumes.stop_watching(&self.shared.volumes, &self.uid);
+        volumes::remove_pod_dir(&self.shared.volumes.pods_dir, &self.uid).await;
+        self.shared.volumes.tokens.forget_pod(&self.uid);
+    }
+
+    /// Records a warning event, unless the same one was recorded in the last minute.
+    fn warn(&mut self, pod: &Pod, reason: &str, message: String) {
+        let key = (reason.to_string(), message.clone());
+        if self.warned.get(&key).is_some_and(|at| at.elapsed() < EVENT_REPEAT) {
+            return;
+        }
+        self.warned.retain(|_, at| at.elapsed() < EVENT_REPEAT);
+        self.warned.insert(key, Instant::now());
+        self.shared.events.warning(pod, reason, message);
+    }
+
+    /// The container's environment (upstream's makeEnvironmentVariables), with the
+    /// config maps and secrets it names fetched as the node.
+    async fn container_env(
+        &self,
+        pod: &Pod,
+        c: &Container,
+        pod_ips: &[String],
+    ) -> Result<Vec<(String, String)>, EnvError> {
+        let namespace = pod.metadata.namespace.clone().unwrap_or_default();
+        let client = &self.shared.client;
+        let (config_maps, secrets) = env::referenced_objects(c);
+        let mut objects = ObjectCache::default();
+        for name in &config_maps {
+            objects.fetch_config_map(client, &namespace, name).await;
+        }
+        for name in &secrets {
+            objects.fetch_secret(client, &namespace, name).await;
+        }
+        if tokio::time::timeout(SERVICES_WAIT, self.shared.services.ready()).await.is_err() {
+            return Err(EnvError("services have not yet been read at least once, cannot construct envvars".into()));
+        }
+        let services = self.shared.services.store().state();
+        let links = pod.spec.as_ref().and_then(|s| s.enable_service_links).unwrap_or(true);
+        let service_env = service_env::pod_service_env(services.iter().map(|s| s.as_ref()), &namespace, links);
+        env::container_env(
+            pod,
+            c,
+            &EnvContext {
+                host_ip: &self.shared.node.host_ip,
+                pod_ips,
+                allocatable: &self.shared.volumes.allocatable,
+                service_env: &service_env,
+                objects: &objects,
+            },
+        )
+    }
+
+    /// A container whose config cannot be made waits with CreateContainerConfigError.
+    fn config_error(&mut self, pod: &Pod, c: &Container, message: String, wake: &mut Option<Duration>) {
+        tracing::info!(pod = self.name(), container = c.name, message, "container config not made");
+        self.warn(pod, "Failed", format!("Error: {message}"));
+        self.waiting.insert(c.name.clone(), ("CreateContainerConfigError".into(), message));
+        sooner(wake, Duration::from_secs(3));
+    }
+
+    /// Starts ephemeral containers not started yet (they never restart), in the PID
+    /// namespace of their target container when they name one.
+    async fn start_ephemeral(
+        &mut self,
+        pod: &Pod,
+        spec: &k8s_openapi::api::core::v1::PodSpec,
+        seen: &HashMap<String, Seen>,
+        sandbox: &Sandbox,
+        wake: &mut Option<Duration>,
+    ) {
+        for e in spec.ephemeral_containers.iter().flatten() {
+            if seen.get(&e.name).is_some_and(|s| s.latest.is_some()) {
+                continue;
+            }
+            let Some(c) = pod_status::ephemeral_as_container(e) else { continue };
+            self.pid_target = e
+                .target_container_name
+                .as_ref()
+                .and_then(|t| seen.get(t))
+                .and_then(|s| s.latest.as_ref())
+                .filter(|s| s.state == RUNNING)
+                .map(|s| s.id.clone());
+            self.start(pod, &c, 0, sandbox, wake).await;
+            self.pid_target = None;
+        }
     }
 
     /// Restarts an exited container unless it is in back-off (CrashLoopBackOff).
@@ -320,9 +479,29 @@ impl Worker {
             }
         };
         self.pull_failed_at.remove(&c.name);
+        let env = match self.container_env(pod, c, &sandbox.ips).await {
+            Ok(env) => env,
+            Err(e) => {
+                self.config_error(pod, c, e.0, wake);
+                return false;
+            }
+        };
+        let mounts = match self.volumes.container_mounts(c, &env).await {
+            Ok(mounts) => mounts,
+            Err(message) => {
+                self.config_error(pod, c, message, wake);
+                return false;
+            }
+        };
         let node = &self.shared.node;
-        let pod_ip = sandbox.ips.first().cloned().unwrap_or_default();
-        let config = cri_config::container_config(pod, c, attempt, &image_ref, &node.host_ip, &pod_ip);
+        let mut config = cri_config::container_config(pod, c, attempt, &image_ref, env, mounts);
+        if let Some(target) = self.pid_target.clone()
+            && let Some(ns) = config.linux.as_mut().and_then(|l| l.security_context.as_mut())
+        {
+            // An ephemeral container sees its target's processes (NamespaceMode TARGET).
+            ns.namespace_options.get_or_insert_default().pid = 3;
+            ns.namespace_options.get_or_insert_default().target_id = target;
+        }
         let request = cri::CreateContainerRequest {
             pod_sandbox_id: sandbox.id.clone(),
             config: Some(config),
@@ -347,6 +526,9 @@ impl Worker {
             return false;
         }
         metrics::runtime_operation("start_container", starting.elapsed());
+        if !self.post_start(pod, c, &id, sandbox, wake).await {
+            return false;
+        }
         self.waiting.remove(&c.name);
         tracing::info!(pod = self.name(), container = c.name, attempt, id, elapsed = ?started.elapsed(), "container started");
         true
@@ -501,6 +683,7 @@ impl Worker {
             sandbox_ready: sandbox.is_some(),
             containers: seen,
             waiting: &self.waiting,
+            health: &self.health,
             initialized: self.initialized,
             start_time: self.start_time,
             previous: self.written.as_ref().or(pod.status.as_ref()),
@@ -551,24 +734,34 @@ impl Worker {
             spec.init_containers.iter().flatten().filter(|c| is_sidecar(c)).map(|c| c.name.clone()).collect();
         let name_of = |c: &cri::Container| c.labels.get(LABEL_CONTAINER_NAME).cloned().unwrap_or_default();
         let deadline = tokio::time::Instant::now() + Duration::from_secs(grace.max(0) as u64);
-        let stop = |id: String, timeout: i64| {
-            let mut runtime = runtime.clone();
+        let pod = self.last_pod.clone();
+        let (shared, pod_ip) = (self.shared.clone(), self.sandbox.as_ref().and_then(|s| s.ips.first().cloned()));
+        let specs: Vec<Container> =
+            spec.init_containers.iter().flatten().chain(spec.containers.iter()).cloned().collect();
+        // Each container's preStop hook first, then the stop (upstream's killContainer).
+        let stop = |c: &cri::Container, timeout: i64| {
+            let (id, name) = (c.id.clone(), name_of(c));
+            let (shared, pod, pod_ip) = (shared.clone(), pod.clone(), pod_ip.clone());
+            let container = specs.iter().find(|s| s.name == name).cloned().unwrap_or_default();
             async move {
-                if let Err(error) =
-                    runtime.stop_container(cri::StopContainerRequest { container_id: id.clone(), timeout }).await
-                {
-                    tracing::warn!(container = id, %error, "stop container failed");
-                }
+                let target = HookTarget {
+                    cri: &shared.cri,
+                    pod: &pod,
+                    container: &container,
+                    container_id: &id,
+                    pod_ip: pod_ip.as_deref(),
+                };
+                hooks::stop_container(&target, &shared.events, timeout).await;
             }
         };
         if include_main {
-            let mains = running.iter().filter(|c| !sidecars.contains(&name_of(c))).map(|c| stop(c.id.clone(), grace));
+            let mains = running.iter().filter(|c| !sidecars.contains(&name_of(c))).map(|c| stop(c, grace));
             futures::future::join_all(mains).await;
         }
         for name in sidecars.iter().rev() {
             let left = deadline.saturating_duration_since(tokio::time::Instant::now()).as_secs() as i64;
             for c in running.iter().filter(|c| &name_of(c) == name) {
-                stop(c.id.clone(), left.min(grace)).await;
+                stop(c, left.min(grace)).await;
             }
         }
     }
@@ -615,8 +808,10 @@ impl Worker {
     /// Stops everything of the pod within `grace` seconds and removes its sandboxes.
     async fn terminate(&mut self, grace: i64) {
         let started = std::time::Instant::now();
+        self.probes.stop_all();
         self.stop_containers(grace, true).await;
         self.stop_sandboxes(true).await;
+        self.tear_down_volumes().await;
         let logs = cri_config::pod_log_dir(&self.last_pod, &self.shared.node.log_dir);
         if let Err(error) = tokio::fs::remove_dir_all(&logs).await
             && error.kind() != std::io::ErrorKind::NotFound
@@ -640,6 +835,89 @@ impl Worker {
             Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => {}
             Err(error) => tracing::warn!(pod = self.name(), %error, "pod object not removed"),
         }
+    }
+}
+
+/// Probes and lifecycle hooks (`probe`, `hooks`).
+impl Worker {
+    fn probe_context(&self) -> ProbeContext {
+        ProbeContext { cri: self.shared.cri.clone(), events: self.shared.events.clone() }
+    }
+
+    /// Starts and stops probe tasks for what runs now and takes their verdicts.
+    fn sync_probes(&mut self, sandbox: &Sandbox, seen: &HashMap<String, Seen>) {
+        let ctx = self.probe_context();
+        let pod = self.last_pod.clone();
+        self.probes.sync(&ctx, &pod, sandbox.ips.first().map(String::as_str), seen);
+        self.health = self.probes.health(&pod, seen);
+    }
+
+    /// Whether a running sidecar counts as started (no startup probe, or it passed).
+    fn sidecar_started(&self, pod: &Pod, name: &str, seen: &HashMap<String, Seen>) -> bool {
+        self.probes.health(pod, seen).get(name).is_none_or(|h| h.started)
+    }
+
+    /// Kills the containers a liveness or startup probe failed (they restart under
+    /// the restart policy); true if any was.
+    async fn kill_unhealthy(&mut self, pod: &Pod, sandbox: &Sandbox, seen: &HashMap<String, Seen>) -> bool {
+        let mut killed = false;
+        for kill in self.probes.take_kills() {
+            let current = seen.get(&kill.container).and_then(|s| s.latest.as_ref());
+            if !current.is_some_and(|s| s.id == kill.container_id && s.state == RUNNING) {
+                continue;
+            }
+            let spec = pod.spec.clone().unwrap_or_default();
+            let Some(c) =
+                spec.init_containers.iter().flatten().chain(spec.containers.iter()).find(|c| c.name == kill.container)
+            else {
+                continue;
+            };
+            let grace = kill.grace.or(spec.termination_grace_period_seconds).unwrap_or(30);
+            let message = kill.kind.kill_message(&c.name, probe::restarts(pod, &c.name));
+            tracing::info!(pod = self.name(), container = c.name, grace, "{message}");
+            self.shared.events.container(pod, &c.name, "Normal", "Killing", message);
+            let target = HookTarget {
+                cri: &self.shared.cri,
+                pod,
+                container: c,
+                container_id: &kill.container_id,
+                pod_ip: sandbox.ips.first().map(String::as_str),
+            };
+            hooks::stop_container(&target, &self.shared.events, grace).await;
+            killed = true;
+        }
+        killed
+    }
+
+    /// Runs the postStart hook of a just started container; on failure kills it
+    /// (FailedPostStartHook) and leaves it waiting with PostStartHookError.
+    async fn post_start(
+        &mut self,
+        pod: &Pod,
+        c: &Container,
+        id: &str,
+        sandbox: &Sandbox,
+        wake: &mut Option<Duration>,
+    ) -> bool {
+        let target = HookTarget {
+            cri: &self.shared.cri,
+            pod,
+            container: c,
+            container_id: id,
+            pod_ip: sandbox.ips.first().map(String::as_str),
+        };
+        let Err(error) = hooks::post_start(&target).await else {
+            return true;
+        };
+        tracing::warn!(pod = self.name(), container = c.name, %error, "postStart hook failed");
+        // The event leaves the hook's output out, as upstream (it may hold secrets).
+        self.shared.events.container(pod, &c.name, "Warning", "FailedPostStartHook", "PostStartHook failed".into());
+        let grace = pod.spec.as_ref().and_then(|s| s.termination_grace_period_seconds).unwrap_or(30);
+        // Killed as any container is (its preStop hook too, as upstream's killContainer).
+        hooks::stop_container(&target, &self.shared.events, grace).await;
+        self.waiting.insert(c.name.clone(), ("PostStartHookError".into(), error.to_string()));
+        sooner(wake, Duration::ZERO);
+        false
     }
 }
 

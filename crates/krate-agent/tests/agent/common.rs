@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Node, Pod};
 use krate_agent::runtime::{PodRuntime, RuntimeConfig};
+use krate_api::user::UserInfo;
 use krate_testkit::TestCluster;
 use kube::api::{Api, PostParams};
 
@@ -48,10 +49,18 @@ fn build_image(work: &Path, name: &str, out: &Path) {
     run(Command::new("umoci").arg("init").arg("--layout").arg(&layout));
     run(Command::new("umoci").args(["new", "--image", &tagged]));
     run(Command::new("umoci").args(["unpack", "--image", &tagged]).arg(&bundle));
+    let tmp = bundle.join("rootfs/tmp");
+    std::fs::create_dir_all(&tmp).unwrap();
+    let sticky = std::os::unix::fs::PermissionsExt::from_mode(0o1777);
+    std::fs::set_permissions(&tmp, sticky).unwrap();
     let bin = bundle.join("rootfs/bin");
     std::fs::create_dir_all(&bin).unwrap();
     std::fs::copy("/bin/busybox", bin.join("busybox")).expect("/bin/busybox (busybox-static)");
-    for applet in ["sh", "sleep", "true", "false", "echo", "env", "cat", "ls", "pwd", "date", "id", "hostname"] {
+    for applet in [
+        "sh", "sleep", "true", "false", "echo", "env", "cat", "ls", "pwd", "date", "id", "hostname", "stat", "grep",
+        "wc", "test", "touch", "mkdir", "mount", "wget", "readlink", "head", "cut", "tr", "tar", "nc", "httpd",
+        "printf", "rm", "cp", "chmod",
+    ] {
         std::os::unix::fs::symlink("busybox", bin.join(applet)).unwrap();
     }
     run(Command::new("umoci").args(["repack", "--image", &tagged]).arg(&bundle));
@@ -66,9 +75,12 @@ fn build_image(work: &Path, name: &str, out: &Path) {
 }
 
 pub struct TestNode {
-    /// Kept for its API server, which the clients talk to.
-    _cluster: TestCluster,
+    /// Its API server, which the clients talk to.
+    pub cluster: TestCluster,
+    /// The test's own client (cluster admin).
     pub client: kube::Client,
+    /// The agent's client, acting as system:node:NODE.
+    pub agent_client: kube::Client,
     pub runtime: PodRuntime,
     pub config: RuntimeConfig,
     pub data: tempfile::TempDir,
@@ -92,23 +104,74 @@ impl TestNode {
         config.cgroup_root = format!("/krate-test-{pid}-{n}");
         let runtime = PodRuntime::start(config.clone()).await.expect("runtime starts");
 
-        let cluster = TestCluster::start().await;
+        let mut cluster = TestCluster::start().await;
+        // Every pod gets the kube-api-access projected volume, which needs the
+        // kube-root-ca.crt config map this controller publishes.
+        cluster.controllers(&["root-ca-cert-publisher"]);
         let client = cluster.admin().await;
         let node: Node = serde_json::from_value(serde_json::json!({"metadata": {"name": NODE}})).unwrap();
         Api::<Node>::all(client.clone()).create(&PostParams::default(), &node).await.expect("node registers");
+        // The agent acts as its node, as `krate server`'s own agent does: the Node
+        // authorizer decides which config maps, secrets and tokens it may read.
+        let agent_client = cluster.client_as(UserInfo {
+            name: format!("system:node:{NODE}"),
+            groups: vec!["system:nodes".into(), "system:authenticated".into()],
+            ..Default::default()
+        });
         let run = runtime.clone();
-        let agent_client = client.clone();
-        let task = tokio::spawn(async move { run.run(agent_client, NODE).await });
-        TestNode { _cluster: cluster, client, runtime, config, data, task }
+        let as_node = agent_client.clone();
+        let task = tokio::spawn(async move { run.run(as_node, NODE).await });
+        TestNode { cluster, client, agent_client, runtime, config, data, task }
+    }
+
+    /// Serves the agent's HTTPS API for this node with the runtime's streaming
+    /// endpoints, on loopback, so the API server's pods/log, exec and portforward
+    /// reach it. Dropping the returned agent stops it.
+    pub async fn serve_api(&self) -> krate_agent::agent::Agent {
+        use krate_agent::agent::{AgentConfig, Seams, Serving};
+        let pki = &self.cluster.running.pki;
+        let user = krate_api::user::UserInfo {
+            name: format!("system:node:{NODE}"),
+            groups: vec!["system:nodes".into(), "system:authenticated".into()],
+            ..Default::default()
+        };
+        let serving =
+            pki.issue_serving(&format!("system:node:{NODE}"), &["system:nodes"], &["127.0.0.1".into()]).unwrap();
+        let config = AgentConfig {
+            node_name: NODE.into(),
+            hostname: NODE.into(),
+            node_ip: std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST),
+            bind: std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST),
+            kubelet_port: 0,
+            data_dir: self.data.path().to_path_buf(),
+            kubelet_version: "v1.36.0".into(),
+            ca_pem: pki.ca.cert_pem.clone(),
+        };
+        let client = self.cluster.client_as(user);
+        let routes = krate_agent::streaming::StreamingRoutes::new(self.runtime.cri().clone(), client.clone(), NODE);
+        let seams = Seams { routes: Some(std::sync::Arc::new(routes)), ..Default::default() };
+        let serving =
+            Serving::Given(krate_agent::bootstrap::CertKey { cert_pem: serving.cert_pem, key_pem: serving.key_pem });
+        krate_agent::agent::start(client, config, serving, seams).await.expect("agent API starts")
     }
 
     /// Stops the agent's pod loop and starts a new one, as an agent restart would
     /// (containerd keeps running).
     pub async fn restart_agent(&mut self) {
+        self.stop_agent().await;
+        self.start_agent();
+    }
+
+    /// Stops the agent's pod loop (containerd keeps running).
+    pub async fn stop_agent(&mut self) {
         self.task.abort();
         let _ = (&mut self.task).await;
+    }
+
+    /// Starts the agent's pod loop again after `stop_agent`.
+    pub fn start_agent(&mut self) {
         let run = self.runtime.clone();
-        let client = self.client.clone();
+        let client = self.agent_client.clone();
         self.task = tokio::spawn(async move { run.run(client, NODE).await });
     }
 
@@ -161,6 +224,13 @@ impl TestNode {
 
     /// Runs `cmd` in the pod's container `container` (CRI ExecSync); its stdout.
     pub async fn exec(&self, uid: &str, container: &str, cmd: &[&str]) -> String {
+        let (code, stdout, stderr) = self.exec_result(uid, container, cmd).await;
+        assert_eq!(code, 0, "{cmd:?}: {stderr}");
+        stdout
+    }
+
+    /// Runs `cmd` in the pod's container `container`: exit code, stdout, stderr.
+    pub async fn exec_result(&self, uid: &str, container: &str, cmd: &[&str]) -> (i32, String, String) {
         let id = self
             .cri_containers(uid)
             .await
@@ -175,8 +245,11 @@ impl TestNode {
             timeout: 10,
         };
         let reply = self.runtime.cri().runtime.clone().exec_sync(request).await.expect("exec").into_inner();
-        assert_eq!(reply.exit_code, 0, "{cmd:?}: {}", String::from_utf8_lossy(&reply.stderr));
-        String::from_utf8_lossy(&reply.stdout).into_owned()
+        (
+            reply.exit_code,
+            String::from_utf8_lossy(&reply.stdout).into_owned(),
+            String::from_utf8_lossy(&reply.stderr).into_owned(),
+        )
     }
 
     /// The number of sandboxes the runtime has for `uid`.
@@ -198,12 +271,19 @@ impl Drop for TestNode {
         let socket = self.runtime.endpoint().to_path_buf();
         let cgroup_root = self.config.cgroup_root.clone();
         let bridge = self.config.bridge.clone();
+        let data_dir = self.data.path().to_path_buf();
         let cleanup = std::thread::spawn(move || {
             let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
             let done = rt.block_on(async {
                 let cri = krate_agent::runtime::Cri::new(&socket);
-                tokio::time::timeout(Duration::from_secs(30), krate_agent::runtime::remove_all_pods(&cri, &cgroup_root))
-                    .await
+                let done = tokio::time::timeout(
+                    Duration::from_secs(30),
+                    krate_agent::runtime::remove_all_pods(&cri, &cgroup_root),
+                )
+                .await;
+                // tmpfs volumes (emptyDir Memory, secret, projected) of pods still there.
+                krate_agent::runtime::unmount_pod_volumes(&data_dir).await;
+                done
             });
             if !matches!(done, Ok(Ok(()))) {
                 eprintln!("test node cleanup incomplete: {done:?}");
@@ -228,4 +308,27 @@ where
         assert!(tokio::time::Instant::now() < deadline, "timed out after {timeout:?} waiting for {what}");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+}
+
+/// Creates a namespaced object in default from its JSON.
+pub async fn create<K>(node: &TestNode, object: serde_json::Value) -> K
+where
+    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + serde::Serialize
+        + std::fmt::Debug,
+{
+    let api: Api<K> = Api::namespaced(node.client.clone(), "default");
+    api.create(&PostParams::default(), &serde_json::from_value(object).unwrap()).await.expect("object created")
+}
+
+/// The events recorded about pod `name` with `reason`.
+pub async fn events_of(node: &TestNode, name: &str, reason: &str) -> Vec<k8s_openapi::api::core::v1::Event> {
+    let api: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(node.client.clone(), "default");
+    let list = api.list(&Default::default()).await.unwrap();
+    list.items
+        .into_iter()
+        .filter(|e| e.involved_object.name.as_deref() == Some(name) && e.reason.as_deref() == Some(reason))
+        .collect()
 }

@@ -4,6 +4,10 @@
 
 mod agent_api;
 mod common;
+mod environment;
 mod images;
 mod pods;
+mod probes;
 mod restarts;
+mod streaming;
+mod volumes;

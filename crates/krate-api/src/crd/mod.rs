@@ -58,11 +58,16 @@ pub struct CustomResource {
     columns: Vec<PrinterColumn>,
     selectable: &'static [(&'static str, &'static str)],
     rules: Arc<dyn RuleEvaluator>,
+    /// The CRD is being deleted (its Terminating condition is True): no new objects.
+    terminating: bool,
 }
 
 impl Strategy for CustomResource {
     fn tracks_generation(&self) -> bool {
         true
+    }
+    fn refuses_creates(&self) -> bool {
+        self.terminating
     }
     fn prepare_for_create(&self, obj: &mut Value) {
         if let Some(s) = &self.schema {
@@ -158,6 +163,14 @@ pub fn key_prefix(crd: &Value) -> String {
 
 /// The resources an established CRD serves: one per served version, under its
 /// accepted names (status.acceptedNames), with `rules` evaluating CEL validations.
+/// Whether the CRD's Terminating condition is True (its objects are being deleted).
+pub fn is_terminating(crd: &Value) -> bool {
+    crd.pointer("/status/conditions").and_then(Value::as_array).into_iter().flatten().any(|c| {
+        c.get("type").and_then(Value::as_str) == Some("Terminating")
+            && c.get("status").and_then(Value::as_str) == Some("True")
+    })
+}
+
 pub fn resources(crd: &Value, rules: Arc<dyn RuleEvaluator>) -> Vec<ResourceInfo> {
     let group = str_at(crd, "/spec/group").to_string();
     let names = crd.pointer("/status/acceptedNames").unwrap_or(&Value::Null);
@@ -173,6 +186,7 @@ pub fn resources(crd: &Value, rules: Arc<dyn RuleEvaluator>) -> Vec<ResourceInfo
     let storage = storage_version(crd).unwrap_or_default();
     let storage_api_version = format!("{group}/{storage}");
     let namespaced = str_at(crd, "/spec/scope") == "Namespaced";
+    let terminating = is_terminating(crd);
     let versions = crd.pointer("/spec/versions").and_then(Value::as_array).cloned().unwrap_or_default();
     versions
         .iter()
@@ -230,6 +244,7 @@ pub fn resources(crd: &Value, rules: Arc<dyn RuleEvaluator>) -> Vec<ResourceInfo
                 columns,
                 selectable: Box::leak(selectable.into_boxed_slice()),
                 rules: rules.clone(),
+                terminating,
             };
             ResourceInfo {
                 group: group.clone(),

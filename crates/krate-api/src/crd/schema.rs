@@ -17,6 +17,21 @@ pub struct Rule {
     pub optional_old_self: bool,
 }
 
+impl Rule {
+    /// One entry of `x-kubernetes-validations` as the API carries it.
+    pub fn from_json(r: &Value) -> Rule {
+        let text = |k: &str| r.get(k).and_then(Value::as_str).map(String::from);
+        Rule {
+            rule: text("rule").unwrap_or_default(),
+            message: text("message"),
+            message_expression: text("messageExpression"),
+            reason: text("reason"),
+            field_path: text("fieldPath"),
+            optional_old_self: r.get("optionalOldSelf").and_then(Value::as_bool).unwrap_or(false),
+        }
+    }
+}
+
 /// A node of a schema. Value-validation keywords (enum, bounds, pattern…) apply where
 /// they appear; allOf/anyOf/oneOf/not hold value validations only (structural rule).
 #[derive(Clone, Debug, Default)]
@@ -146,18 +161,7 @@ impl Schema {
             validations: v
                 .get("x-kubernetes-validations")
                 .and_then(Value::as_array)
-                .map(|a| {
-                    a.iter()
-                        .map(|r| Rule {
-                            rule: s(r, "rule"),
-                            message: r.get("message").and_then(Value::as_str).map(String::from),
-                            message_expression: r.get("messageExpression").and_then(Value::as_str).map(String::from),
-                            reason: r.get("reason").and_then(Value::as_str).map(String::from),
-                            field_path: r.get("fieldPath").and_then(Value::as_str).map(String::from),
-                            optional_old_self: b(r, "optionalOldSelf"),
-                        })
-                        .collect()
-                })
+                .map(|a| a.iter().map(Rule::from_json).collect())
                 .unwrap_or_default(),
             rules_schema: v.get("x-kubernetes-validations").is_some().then(|| Arc::new(v.clone())),
         }

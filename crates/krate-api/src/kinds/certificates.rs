@@ -77,6 +77,16 @@ pub fn request_der(csr: &Value) -> Result<Vec<u8>, String> {
     Ok(block.contents)
 }
 
+/// The subject organizations (O) of the CSR in spec.request; none if it does not parse.
+pub fn request_organizations(csr: &Value) -> Vec<String> {
+    let Ok(der) = request_der(csr) else { return Vec::new() };
+    let Ok((_, req)) = x509_parser::certification_request::X509CertificationRequest::from_der(&der) else {
+        return Vec::new();
+    };
+    let subject = &req.certification_request_info.subject;
+    subject.iter_organization().filter_map(|o| o.as_str().ok().map(String::from)).collect()
+}
+
 fn certificate_error(b64: &str) -> Option<String> {
     if b64.is_empty() {
         return None;

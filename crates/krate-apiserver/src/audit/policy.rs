@@ -263,6 +263,7 @@ mod tests {
             resource: r,
             subresource: sub,
             name: "n1",
+            field_selector: "",
         }
     }
 
@@ -350,6 +351,7 @@ rules:
             resource: "",
             subresource: "",
             name: "",
+            field_selector: "",
         };
         assert_eq!(p.evaluate(&nr("/healthz")).level, Level::None);
         assert_eq!(p.evaluate(&nr("/healthz/etcd")).level, Level::None);

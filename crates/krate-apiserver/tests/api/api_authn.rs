@@ -410,6 +410,63 @@ async fn legacy_secret_tokens_are_filled_and_tracked() {
     eventually_unauthorized(&client, "deleted token secret").await;
 }
 
+/// Polls `path` until `done` holds of the answer (None: 404).
+async fn wait_for(admin: &kube::Client, path: &str, what: &str, done: impl Fn(Option<&Value>) -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let got = match admin.request::<Value>(get(path)).await {
+            Ok(v) => Some(v),
+            Err(kube::Error::Api(e)) if e.code == 404 => None,
+            Err(e) => panic!("GET {path}: {e}"),
+        };
+        if done(got.as_ref()) {
+            return;
+        }
+        assert!(Instant::now() < deadline, "{what}: {got:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test]
+async fn token_secrets_follow_their_service_accounts() {
+    let srv = TestServer::start().await;
+    let admin = srv.client().await;
+    let secret = |name: &str, sa: &str| {
+        json!({"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/service-account-token",
+               "metadata": {"name": name, "annotations": {"kubernetes.io/service-account.name": sa}}})
+    };
+    let secrets = "/api/v1/namespaces/default/secrets";
+    // A token for an account that does not exist is deleted, as upstream's tokens controller does.
+    create(&admin, secrets, secret("orphan-token", "nobody")).await;
+    wait_for(&admin, &format!("{secrets}/orphan-token"), "orphan token deleted", |s| s.is_none()).await;
+
+    let sa = json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "doomed"},
+                    "secrets": [{"name": "doomed-a"}, {"name": "doomed-b"}]});
+    create(&admin, "/api/v1/namespaces/default/serviceaccounts", sa).await;
+    create(&admin, secrets, secret("doomed-a", "doomed")).await;
+    create(&admin, secrets, secret("doomed-b", "doomed")).await;
+    create(&admin, secrets, json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "unrelated"}})).await;
+    for name in ["doomed-a", "doomed-b"] {
+        wait_for(&admin, &format!("{secrets}/{name}"), "token filled", |s| {
+            s.is_some_and(|s| s["data"]["token"].is_string())
+        })
+        .await;
+    }
+    // A deleted token leaves its account's secrets list.
+    let del = http::Request::delete(format!("{secrets}/doomed-a")).body(vec![]).unwrap();
+    let _: Value = admin.request(del).await.unwrap();
+    wait_for(&admin, "/api/v1/namespaces/default/serviceaccounts/doomed", "reference removed", |sa| {
+        sa.is_some_and(|sa| sa["secrets"] == json!([{"name": "doomed-b"}]))
+    })
+    .await;
+    // A deleted account takes its tokens with it, and nothing else.
+    let del = http::Request::delete("/api/v1/namespaces/default/serviceaccounts/doomed").body(vec![]).unwrap();
+    let _: Value = admin.request(del).await.unwrap();
+    wait_for(&admin, &format!("{secrets}/doomed-b"), "token of a deleted account deleted", |s| s.is_none()).await;
+    let kept: Value = admin.request(get(&format!("{secrets}/unrelated"))).await.unwrap();
+    assert_eq!(kept["metadata"]["name"], "unrelated");
+}
+
 #[tokio::test]
 async fn oidc_discovery_is_public_and_names_the_signing_key() {
     let srv = TestServer::start().await;

@@ -333,6 +333,33 @@ async fn invalid_crds_are_refused() {
     ] {
         assert!(e.message.contains(want), "{want:?} not in {}", e.message);
     }
+    // Rules that do not compile are refused at their place in the schema, on create and
+    // on update.
+    let mut crd = widget_crd("cel.example.com");
+    let spec = "/spec/versions/0/schema/openAPIV3Schema/properties/spec";
+    crd.pointer_mut(spec).unwrap()["x-kubernetes-validations"] = json!([
+        {"rule": "self.size >= 0"},
+        {"rule": "self.size >"},
+        {"rule": "self.size > 1", "messageExpression": "'size ' +"},
+    ]);
+    let e = api_status(
+        call(&client, "POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", Some(crd.clone()))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!((e.code, e.reason.as_str()), (422, "Invalid"));
+    let at = "spec.versions[0].schema.openAPIV3Schema.properties[spec].x-kubernetes-validations";
+    let fields: Vec<&str> = e.details.as_ref().unwrap().causes.iter().map(|c| c.field.as_str()).collect();
+    assert_eq!(fields, [format!("{at}[1].rule"), format!("{at}[2].messageExpression")]);
+    assert!(e.message.contains("compilation failed: "), "{}", e.message);
+    assert!(e.message.contains("messageExpression compilation failed: "), "{}", e.message);
+    crd.pointer_mut(spec).unwrap()["x-kubernetes-validations"] = json!([{"rule": "self.size >= 0"}]);
+    let created = establish(&client, crd).await;
+    let mut changed = created.clone();
+    changed.pointer_mut(spec).unwrap()["x-kubernetes-validations"] = json!([{"rule": "self.size >= >"}]);
+    let path = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/widgets.cel.example.com";
+    let e = api_status(call(&client, "PUT", path, Some(changed)).await.unwrap_err());
+    assert_eq!((e.code, e.details.unwrap().causes[0].field.as_str()), (422, format!("{at}[0].rule").as_str()));
 }
 
 #[tokio::test]
@@ -394,6 +421,41 @@ async fn deleting_a_crd_deletes_its_objects_and_resource() {
     establish(&client, widget_crd("gone.example.com")).await;
     assert!(api.list(&ListParams::default()).await.unwrap().items.is_empty());
     assert!(other_ns.list(&ListParams::default()).await.unwrap().items.is_empty());
+}
+
+#[tokio::test]
+async fn a_terminating_crd_refuses_creates_until_its_objects_are_gone() {
+    let srv = TestServer::start().await;
+    let client = srv.client().await;
+    establish(&client, widget_crd("ending.example.com")).await;
+    let api: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), "default", &resource("ending.example.com", "v1"));
+    // A finalizer of its own keeps the object, and so the CRD, in Terminating.
+    let mut held = widget("held", json!({"size": 1}));
+    held.metadata.finalizers = Some(vec!["example.com/hold".into()]);
+    api.create(&PostParams::default(), &held).await.unwrap();
+    let path = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/widgets.ending.example.com";
+    call(&client, "DELETE", path, None).await.unwrap();
+    let start = Instant::now();
+    let refused = loop {
+        match api.create(&PostParams::default(), &widget("late", json!({"size": 2}))).await {
+            Err(e) => break api_status(e),
+            Ok(_) => {
+                api.delete("late", &Default::default()).await.unwrap();
+                assert!(start.elapsed() < WAIT, "creates still allowed");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    };
+    assert_eq!((refused.code, refused.reason.as_str()), (405, "MethodNotAllowed"));
+    assert_eq!(refused.message, "create not allowed while custom resource definition is terminating");
+    // The held object is still served and can be released; then the CRD goes.
+    let release = json!({"metadata": {"finalizers": null}});
+    api.patch("held", &kube::api::PatchParams::default(), &kube::api::Patch::Merge(&release)).await.unwrap();
+    while code(&client, "GET", path, None).await != 404 {
+        assert!(start.elapsed() < WAIT, "CRD still there");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
 
 #[tokio::test]

@@ -292,10 +292,30 @@ async fn nodes_read_only_what_their_pods_use() {
         code(&n2, "POST", "/api/v1/namespaces/default/serviceaccounts/default/token", Some(json!({"spec": {}}))).await,
         403
     );
-    // The static node rules: nodes may read nodes and report events; not namespaces.
-    assert_eq!(code(&n1, "GET", "/api/v1/nodes", None).await, 200);
+    // Nodes and pods by selector (AuthorizeNodeWithSelectors): its own Node only, and
+    // pod lists narrowed to itself.
+    let node = json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1"}});
+    assert_eq!(code(&n1, "POST", "/api/v1/nodes", Some(node)).await, 200);
+    assert_eq!(code(&n1, "GET", "/api/v1/nodes/n1", None).await, 200);
+    assert_eq!(code(&n1, "GET", "/api/v1/nodes?fieldSelector=metadata.name%3Dn1", None).await, 200);
+    let msg = forbidden_message(&n1, "GET", "/api/v1/nodes", None).await;
+    assert!(msg.ends_with("node 'n1' cannot read all nodes, only its own Node object"), "{msg}");
+    let msg = forbidden_message(&n1, "GET", "/api/v1/nodes/n2", None).await;
+    assert!(msg.ends_with("node 'n1' cannot read 'n2', only its own Node object"), "{msg}");
+    assert_eq!(code(&n1, "GET", "/api/v1/pods?fieldSelector=spec.nodeName%3Dn1", None).await, 200);
+    for path in [
+        "/api/v1/pods",
+        "/api/v1/pods?watch=true",
+        "/api/v1/pods?fieldSelector=spec.nodeName%3Dn2",
+        "/api/v1/pods?fieldSelector=spec.nodeName%21%3Dn1",
+    ] {
+        let msg = forbidden_message(&n1, "GET", path, None).await;
+        assert!(msg.ends_with("can only list/watch pods with spec.nodeName field selector"), "{path}: {msg}");
+    }
+    assert_eq!(code(&n2, "GET", "/api/v1/namespaces/default/pods/web", None).await, 403);
+    // The static node rules: events yes, namespaces no.
     assert_eq!(code(&n1, "GET", "/api/v1/namespaces", None).await, 403);
-    // VolumeAttachments and ResourceSlices: a node's own only (lists of slices are open).
+    // VolumeAttachments and ResourceSlices: a node's own only.
     let va = |name: &str, node: &str| {
         json!({"apiVersion": "storage.k8s.io/v1", "kind": "VolumeAttachment", "metadata": {"name": name},
             "spec": {"attacher": "csi.example.com", "nodeName": node, "source": {"persistentVolumeName": "pv"}}})
@@ -317,7 +337,12 @@ async fn nodes_read_only_what_their_pods_use() {
     let msg =
         forbidden_message(&n1, "POST", "/apis/resource.k8s.io/v1/resourceslices", Some(slice("rs-x", "n2"))).await;
     assert!(msg.ends_with("can only create ResourceSlice with the same NodeName as the requesting node"), "{msg}");
-    assert_eq!(code(&n1, "GET", "/apis/resource.k8s.io/v1/resourceslices", None).await, 200);
+    assert_eq!(
+        code(&n1, "GET", "/apis/resource.k8s.io/v1/resourceslices?fieldSelector=spec.nodeName%3Dn1", None).await,
+        200
+    );
+    let msg = forbidden_message(&n1, "GET", "/apis/resource.k8s.io/v1/resourceslices", None).await;
+    assert!(msg.ends_with("can only list/watch/deletecollection resourceslices with nodeName field selector"), "{msg}");
     assert_eq!(code(&n1, "DELETE", "/apis/resource.k8s.io/v1/resourceslices/rs-n2", None).await, 403);
     eventually("n1 deletes its own slice", || async {
         code(&n1, "DELETE", "/apis/resource.k8s.io/v1/resourceslices/rs-n1", None).await == 200
@@ -464,6 +489,21 @@ async fn access_reviews_answer_for_users_and_for_oneself() {
     );
     let denied = call(&admin, "POST", sars, Some(sar("jane", "create", "default"))).await.unwrap();
     assert_eq!(denied["status"]["allowed"], false);
+    // A node's pod list is judged by the review's field selector, raw or as requirements.
+    let node_list = |selector: Value| {
+        json!({"spec": {"user": "system:node:n1", "groups": ["system:nodes", "system:authenticated"],
+            "resourceAttributes": {"verb": "list", "resource": "pods", "fieldSelector": selector}}})
+    };
+    for (selector, allowed) in [
+        (json!({"rawSelector": "spec.nodeName=n1"}), true),
+        (json!({"requirements": [{"key": "spec.nodeName", "operator": "In", "values": ["n1"]}]}), true),
+        (json!({"rawSelector": "spec.nodeName=n2"}), false),
+        (json!({"requirements": [{"key": "spec.nodeName", "operator": "NotIn", "values": ["n1"]}]}), false),
+        (json!({}), false),
+    ] {
+        let answer = call(&admin, "POST", sars, Some(node_list(selector.clone()))).await.unwrap();
+        assert_eq!(answer["status"]["allowed"], allowed, "{selector}: {answer}");
+    }
     let masters = json!({"spec": {"user": "x", "groups": ["system:masters"], "nonResourceAttributes": {"path": "/metrics", "verb": "get"}}});
     assert_eq!(call(&admin, "POST", sars, Some(masters)).await.unwrap()["status"]["allowed"], true);
     // Bad reviews are 422 with upstream's causes.

@@ -138,7 +138,9 @@ async fn identities_by_requests_allow_and_deny_as_upstream() {
             None,
             [200, 403, 403, 403, 403, 403, 403],
         ),
-        ("list nodes", "GET", "/api/v1/nodes", None, [200, 403, 200, 403, 403, 403, 403]),
+        // A node reads its own Node only (AuthorizeNodeWithSelectors).
+        ("list nodes", "GET", "/api/v1/nodes", None, [200, 403, 403, 403, 403, 403, 403]),
+        ("get its node", "GET", "/api/v1/nodes/n1", None, [200, 403, 200, 403, 403, 403, 403]),
         (
             "list cluster roles",
             "GET",

@@ -137,6 +137,7 @@ pub async fn impersonate(
             resource: ask.resource,
             subresource: &ask.subresource,
             name: &ask.name,
+            field_selector: "",
         };
         match authorizer.authorize(&attrs).await {
             Decision::Allow => {}

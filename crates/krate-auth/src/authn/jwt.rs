@@ -80,7 +80,7 @@ impl SigningKey {
                 let rng = SystemRandom::new();
                 let doc = EcdsaKeyPair::generate_pkcs8(&signature::ECDSA_P256_SHA256_FIXED_SIGNING, &rng)
                     .map_err(|_| KeyError::Generate)?;
-                write_private(path, &pem("PRIVATE KEY", doc.as_ref())).map_err(io)?;
+                write_private(path, &krate_api::pem::encode("PRIVATE KEY", doc.as_ref())).map_err(io)?;
                 tracing::info!(path = %name, "created the service-account signing key");
                 Self::from_pkcs8(doc.as_ref()).map_err(|reason| KeyError::Invalid { path: name.clone(), reason })
             }
@@ -159,17 +159,6 @@ fn decode_json(part: &str) -> Result<Value, JwtError> {
 pub fn peek_claims(token: &str) -> Option<Value> {
     let (_, claims, _) = split(token).ok()?;
     decode_json(claims).ok()
-}
-
-fn pem(label: &str, der: &[u8]) -> String {
-    let b64 = base64::engine::general_purpose::STANDARD.encode(der);
-    let mut out = format!("-----BEGIN {label}-----\n");
-    for chunk in b64.as_bytes().chunks(64) {
-        out.push_str(std::str::from_utf8(chunk).unwrap_or_default());
-        out.push('\n');
-    }
-    out.push_str(&format!("-----END {label}-----\n"));
-    out
 }
 
 /// Writes a file only its owner can read (keys, tokens), atomically.

@@ -39,6 +39,7 @@ impl EscalationCheck {
             resource,
             subresource: "",
             name,
+            field_selector: "",
         };
         self.authorizer.authorize(&attrs).await == Decision::Allow
     }

@@ -35,6 +35,9 @@ pub struct Attributes<'a> {
     pub resource: &'a str,
     pub subresource: &'a str,
     pub name: &'a str,
+    /// A list's, watch's or deletecollection's raw fieldSelector ("" when none): the
+    /// Node authorizer lets a node list only its own pods and ResourceSlices by it.
+    pub field_selector: &'a str,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -4,8 +4,9 @@
 //! found through a graph kept from watches of pods, PVCs and PVs — and its own Lease
 //! and CSINode; everything else is judged by the static system:node rules.
 //!
-//! Requests carry no field selectors here, so node and pod reads are judged as upstream
-//! does with AuthorizeNodeWithSelectors off: by the static rules.
+//! As upstream with AuthorizeNodeWithSelectors (on by default since v1.32), a node reads
+//! only its own Node, lists and watches only the pods and ResourceSlices its field
+//! selector narrows to itself (spec.nodeName / nodeName), and gets only pods bound to it.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -240,6 +241,11 @@ fn no_opinion(reason: impl Into<String>) -> Decision {
     Decision::NoOpinion(reason.into())
 }
 
+/// Whether the request's field selector requires `field` to equal `node`.
+fn selects_node(a: &Attributes<'_>, field: &str, node: &str) -> bool {
+    krate_api::selector::FieldSelector::parse(a.field_selector).is_ok_and(|sel| sel.required_value(field) == Some(node))
+}
+
 impl Node {
     pub fn start(registry: &Arc<Registry>) -> Arc<Self> {
         Arc::new(Node { graph: Graph::start(registry), rules: node_rules() })
@@ -295,16 +301,52 @@ impl Node {
     }
 
     /// A node publishes its devices as ResourceSlices: it may create them (NodeRestriction
-    /// checks the node named inside), read, change and delete its own, and list and
-    /// watch them all (requests carry no field selectors to narrow that here).
+    /// checks the node named inside), read, change and delete its own, and list, watch
+    /// and delete collections of them only narrowed to itself by `nodeName`.
     fn resource_slice(&self, node: &str, a: &Attributes<'_>) -> Decision {
         if !a.subresource.is_empty() {
             return no_opinion("cannot authorize ResourceSlice subresources");
         }
         match a.verb {
-            "create" | "list" | "watch" | "deletecollection" => Decision::Allow,
+            "create" => Decision::Allow,
             "get" | "update" | "patch" | "delete" => self.related(node, Vertex::ResourceSlice, a),
-            _ => no_opinion(format!("unsupported verb {:?} for ResourceSlices", a.verb)),
+            "list" | "watch" | "deletecollection" if selects_node(a, "spec.nodeName", node) => Decision::Allow,
+            "list" | "watch" | "deletecollection" => {
+                no_opinion("can only list/watch/deletecollection resourceslices with nodeName field selector")
+            }
+            _ => no_opinion(
+                "only the following verbs are allowed for a ResourceSlice: get, watch, list, create, update, patch, delete, deletecollection",
+            ),
+        }
+    }
+
+    /// Its own Node only: read by name (before it exists too), created and changed
+    /// (NodeRestriction checks which), and its status.
+    fn node_object(&self, node: &str, a: &Attributes<'_>) -> Decision {
+        match (a.subresource, a.verb) {
+            ("", "create" | "update" | "patch") | ("status", "update" | "patch") => Decision::Allow,
+            ("", "get" | "list" | "watch") if a.name == node => Decision::Allow,
+            ("", "get" | "list" | "watch") if a.name.is_empty() => {
+                no_opinion(format!("node '{node}' cannot read all nodes, only its own Node object"))
+            }
+            ("", "get" | "list" | "watch") => {
+                no_opinion(format!("node '{node}' cannot read '{}', only its own Node object", a.name))
+            }
+            _ => no_opinion(""),
+        }
+    }
+
+    /// Pods bound to it: get, list and watch narrowed by spec.nodeName; mirror pods
+    /// created and deleted, statuses written and evictions asked (NodeRestriction checks
+    /// that they are its own).
+    fn pod(&self, node: &str, a: &Attributes<'_>) -> Decision {
+        match (a.subresource, a.verb) {
+            ("", "get") => self.get_only(node, Vertex::Pod, a),
+            ("", "list" | "watch") if selects_node(a, "spec.nodeName", node) => Decision::Allow,
+            ("", "list" | "watch") if !a.name.is_empty() => self.related(node, Vertex::Pod, a),
+            ("", "list" | "watch") => no_opinion("can only list/watch pods with spec.nodeName field selector"),
+            ("", "create" | "delete") | ("status", "update" | "patch") | ("eviction", "create") => Decision::Allow,
+            _ => no_opinion(""),
         }
     }
 
@@ -351,6 +393,8 @@ impl Node {
                     }
                     return Decision::Allow;
                 }
+                ("", "nodes") => return self.node_object(node, a),
+                ("", "pods") => return self.pod(node, a),
                 ("storage.k8s.io", "csinodes") => {
                     if !a.subresource.is_empty() {
                         return no_opinion("cannot authorize CSINode subresources");

@@ -141,6 +141,7 @@ impl ComputedResource for AccessReview {
         }
         let empty = json!({});
         let attrs_src = resource.or(non_resource).unwrap_or(&empty);
+        let field_selector = resource.map(review_field_selector).unwrap_or_default();
         let attrs = Attributes {
             user: &user,
             verb: s(attrs_src, "verb"),
@@ -152,6 +153,7 @@ impl ComputedResource for AccessReview {
             resource: s(attrs_src, "resource"),
             subresource: s(attrs_src, "subresource"),
             name: s(attrs_src, "name"),
+            field_selector: &field_selector,
         };
         let (decision, reason) = self.authorizer.authorize_explained(&attrs).await;
         let mut status = json!({"allowed": decision == Decision::Allow});
@@ -223,4 +225,28 @@ impl ComputedResource for RulesReview {
         body["status"] = status;
         Ok(body)
     }
+}
+
+/// A review's resourceAttributes.fieldSelector as a raw selector: rawSelector, or the
+/// requirements whose operator a field selector can express (In or NotIn with one value).
+fn review_field_selector(resource: &Value) -> String {
+    let Some(fs) = resource.get("fieldSelector") else { return String::new() };
+    if let Some(raw) = fs.get("rawSelector").and_then(Value::as_str).filter(|r| !r.is_empty()) {
+        return raw.to_string();
+    }
+    let requirements = fs.get("requirements").and_then(Value::as_array).into_iter().flatten();
+    let terms: Vec<String> = requirements
+        .filter_map(|r| {
+            let key = r.get("key")?.as_str()?;
+            let values = r.get("values")?.as_array()?;
+            let [value] = values.as_slice() else { return None };
+            let op = match r.get("operator")?.as_str()? {
+                "In" => "=",
+                "NotIn" => "!=",
+                _ => return None,
+            };
+            Some(format!("{key}{op}{}", value.as_str()?))
+        })
+        .collect();
+    terms.join(",")
 }

@@ -25,6 +25,8 @@ pub enum AuthorityError {
     Request(String),
     #[error("signing failed: {0}")]
     Sign(#[from] rcgen::Error),
+    #[error("copying the request's subject failed: {0}")]
+    Subject(#[from] super::subject::SubjectError),
 }
 
 /// The signing CA (certificate and key PEM) and its limits.
@@ -81,7 +83,14 @@ impl Authority {
         p.extended_key_usages = usages.iter().filter_map(|u| extended_key_usage(u)).collect();
         p.use_authority_key_identifier_extension = true;
         let issuer = Issuer::from_ca_cert_pem(&self.cert_pem, &self.key)?;
-        Ok(params.signed_by(&issuer)?.pem())
+        let issued = params.signed_by(&issuer)?;
+        // rcgen keeps one value per attribute type: the request's subject goes in whole.
+        use x509_parser::prelude::FromDer;
+        let (_, request) = x509_parser::certification_request::X509CertificationRequest::from_der(der)
+            .map_err(|e| AuthorityError::Request(e.to_string()))?;
+        let subject = request.certification_request_info.subject.as_raw();
+        let cert = super::subject::with_subject(issued.der(), subject, &self.key)?;
+        Ok(krate_api::pem::encode("CERTIFICATE", &cert))
     }
 }
 
@@ -169,5 +178,31 @@ mod tests {
         assert!((3600..=3602).contains(&life(Some(3600))));
         assert!((7199..=7200).contains(&life(Some(86_400))), "never past the CA");
         assert!((7199..=7200).contains(&life(None)));
+    }
+
+    #[test]
+    fn the_whole_request_subject_is_issued_and_signed_by_the_ca() {
+        let dir = tempfile::tempdir().unwrap();
+        let csr = dir.path().join("r.csr");
+        let out = std::process::Command::new("openssl")
+            .args(["req", "-new", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"])
+            .args(["-subj", "/O=dev/O=qa/CN=jane", "-keyout"])
+            .arg(dir.path().join("r.key"))
+            .arg("-out")
+            .arg(&csr)
+            .output()
+            .expect("openssl (scripts/install-deps.sh installs it)");
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let req = Request::parse_pem(&std::fs::read(&csr).unwrap()).unwrap();
+        let ca = ca_expiring_in(86_400);
+        let cert = ca.sign(&req.der, &["client auth".to_string()].into(), None).unwrap();
+        let block = x509_parser::pem::Pem::iter_from_buffer(cert.as_bytes()).next().unwrap().unwrap();
+        let parsed = block.parse_x509().unwrap();
+        let orgs: Vec<&str> = parsed.subject().iter_organization().map(|o| o.as_str().unwrap()).collect();
+        assert_eq!(orgs, ["dev", "qa"]);
+        assert_eq!(parsed.subject().iter_common_name().next().unwrap().as_str().unwrap(), "jane");
+        let ca_block = x509_parser::pem::Pem::iter_from_buffer(ca.cert_pem.as_bytes()).next().unwrap().unwrap();
+        let ca_cert = ca_block.parse_x509().unwrap();
+        parsed.verify_signature(Some(ca_cert.public_key())).expect("signed by the CA");
     }
 }

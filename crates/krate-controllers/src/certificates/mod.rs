@@ -8,6 +8,7 @@ pub mod authority;
 pub mod cleaner;
 pub mod request;
 pub mod signing;
+mod subject;
 
 use std::future::Future;
 use std::sync::Arc;

@@ -11,7 +11,9 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Node, ObjectReference, Pod, Service};
-use k8s_openapi::api::discovery::v1::{Endpoint, EndpointConditions, EndpointPort, EndpointSlice};
+use k8s_openapi::api::discovery::v1::{
+    Endpoint, EndpointConditions, EndpointHints, EndpointPort, EndpointSlice, ForNode, ForZone,
+};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::api::{Api, DeleteParams, PostParams};
 use kube::runtime::controller::{Action, Controller};
@@ -185,13 +187,15 @@ fn endpoint_for(pod: &Pod, service: &Service, address: String, nodes: &Store<Nod
         .as_ref()
         .and_then(|n| nodes.get(&ObjectRef::new(n)))
         .and_then(|node| node.labels().get(ZONE_LABEL).cloned());
+    let ready = sp::publish_not_ready(service) || (serving && !terminating);
     Endpoint {
         addresses: vec![address],
         conditions: Some(EndpointConditions {
-            ready: Some(sp::publish_not_ready(service) || (serving && !terminating)),
+            ready: Some(ready),
             serving: Some(serving),
             terminating: Some(terminating),
         }),
+        hints: ready.then(|| hints(service, zone.as_deref(), node_name.as_deref())).flatten(),
         hostname: sp::hostname(pod, service),
         node_name,
         zone,
@@ -204,6 +208,20 @@ fn endpoint_for(pod: &Pod, service: &Service, address: String, nodes: &Store<Nod
         }),
         ..Default::default()
     }
+}
+
+/// A ready endpoint's routing hints under the Service's trafficDistribution (upstream's
+/// trafficdist heuristics): PreferClose and PreferSameZone hint the endpoint's zone,
+/// PreferSameNode its node too; otherwise none.
+fn hints(service: &Service, zone: Option<&str>, node: Option<&str>) -> Option<EndpointHints> {
+    let distribution = service.spec.as_ref().and_then(|s| s.traffic_distribution.as_deref());
+    let for_nodes = match distribution {
+        Some("PreferClose" | "PreferSameZone") => None,
+        Some("PreferSameNode") => node.map(|n| vec![ForNode { name: n.to_string() }]),
+        _ => return None,
+    };
+    let for_zones = zone.map(|z| vec![ForZone { name: z.to_string() }]);
+    (for_zones.is_some() || for_nodes.is_some()).then_some(EndpointHints { for_zones, for_nodes })
 }
 
 /// The pod's ports for the Service's ports, each resolved for this pod; ports it cannot

@@ -80,6 +80,9 @@ struct Ctx {
     reporter: Reporter,
     recorders: Mutex<HashMap<String, Recorder>>,
     state: Mutex<HashMap<String, Autoscaler>>,
+    /// Each autoscaler's last target selector, by "namespace/name": two autoscalers whose
+    /// selectors take in the same pods are refused (AmbiguousSelector), as upstream.
+    selectors: Mutex<HashMap<String, Selector>>,
 }
 
 pub async fn run(clients: Clients, informers: Arc<Informers>, settings: Settings, metrics: Arc<dyn MetricsSource>) {
@@ -96,6 +99,7 @@ pub async fn run(clients: Clients, informers: Arc<Informers>, settings: Settings
         reporter,
         recorders: Mutex::default(),
         state: Mutex::default(),
+        selectors: Mutex::default(),
     });
     Controller::for_shared_stream(hpa_informer.subscribe(), hpa_informer.store())
         .run(
@@ -212,10 +216,12 @@ impl Ctx {
         {
             // Upstream processes each autoscaler once per sync period, whatever changed.
             let mut state = self.state.lock().expect("autoscaler state lock");
-            state.retain(|k, _| {
+            let exists = |k: &String| {
                 let (ns, name) = k.split_once('/').unwrap_or_default();
                 self.hpas.get(&kube::runtime::reflector::ObjectRef::new(name).within(ns)).is_some()
-            });
+            };
+            state.retain(|k, _| exists(k));
+            self.selectors.lock().expect("autoscaler selectors lock").retain(|k, _| exists(k));
             let entry = state.entry(key.clone()).or_insert(Autoscaler { history: History::default(), last_sync: None });
             if let Some(last) = entry.last_sync {
                 let since = last.elapsed();
@@ -397,6 +403,11 @@ impl Ctx {
                 return (-1, String::new(), None, Some(message));
             }
         };
+        if let Some(message) = self.ambiguous(hpa, &selector_text, &selector) {
+            self.warn(hpa, "AmbiguousSelector", message.clone()).await;
+            set_condition(status, "ScalingActive", false, "AmbiguousSelector", message.clone());
+            return (-1, String::new(), None, Some(message));
+        }
         let spec_replicas = scale.spec.as_ref().and_then(|s| s.replicas).unwrap_or(0);
         let specs = hpa.spec.metrics.clone().filter(|m| !m.is_empty()).unwrap_or_else(default_metrics);
         let mut statuses = vec![MetricStatus::default(); specs.len()];
@@ -430,6 +441,29 @@ impl Ctx {
         let message = format!("the HPA was able to successfully calculate a replica count from {metric}");
         set_condition(status, "ScalingActive", true, "ValidMetricFound", message);
         (replicas, metric, Some(statuses), error)
+    }
+
+    /// Records the autoscaler's selector, then upstream's message if the pods it selects
+    /// are selected by another autoscaler too.
+    fn ambiguous(&self, hpa: &HorizontalPodAutoscaler, selector_text: &str, selector: &Selector) -> Option<String> {
+        let namespace = hpa.namespace().unwrap_or_default();
+        let key = format!("{namespace}/{}", hpa.name_any());
+        let mut selectors = self.selectors.lock().expect("autoscaler selectors lock");
+        selectors.insert(key, selector.clone());
+        let same_namespace: Vec<(&String, &Selector)> =
+            selectors.iter().filter(|(k, _)| k.split_once('/').is_some_and(|(ns, _)| ns == namespace)).collect();
+        let mut selecting = std::collections::BTreeSet::new();
+        for pod in self.pods.state() {
+            if pod.namespace().as_deref() != Some(namespace.as_str()) || !selector.matches(pod.labels()) {
+                continue;
+            }
+            selecting
+                .extend(same_namespace.iter().filter(|(_, s)| s.matches(pod.labels())).map(|(k, _)| k.to_string()));
+        }
+        (selecting.len() > 1).then(|| {
+            let names: Vec<String> = selecting.into_iter().collect();
+            format!("pods by selector {selector_text} are controlled by multiple HPAs: [{}]", names.join(" "))
+        })
     }
 
     /// One metric: its proposal, or ((condition reason, condition message), error).

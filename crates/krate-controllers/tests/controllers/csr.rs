@@ -90,8 +90,15 @@ async fn an_approved_client_csr_is_signed_by_the_cluster_ca_and_authenticates() 
     srv.controllers(&["csrsigning"]);
     let api: Api<CertificateSigningRequest> = Api::all(srv.admin().await);
 
-    let (key, pem) = csr_pem("alice", &["system:masters"], vec![]);
+    // Nobody may ask this signer for system:masters (CertificateSubjectRestriction).
+    let (_, masters) = csr_pem("mallory", &["system:masters"], vec![]);
     let usages = ["digital signature", "client auth"];
+    let refused = api
+        .create(&PostParams::default(), &csr("mallory", &masters, "kubernetes.io/kube-apiserver-client", &usages, None))
+        .await;
+    assert!(matches!(refused, Err(kube::Error::Api(ref e)) if e.code == 403), "{refused:?}");
+
+    let (key, pem) = csr_pem("alice", &["admins"], vec![]);
     let created = api
         .create(&PostParams::default(), &csr("alice", &pem, "kubernetes.io/kube-apiserver-client", &usages, Some(3600)))
         .await
@@ -135,9 +142,21 @@ async fn an_approved_client_csr_is_signed_by_the_cluster_ca_and_authenticates() 
     assert!(eku.client_auth && !eku.server_auth);
     assert!(!cert.is_ca());
 
-    // The certificate authenticates as alice in system:masters.
-    let alice = client_with(&srv, &cert_pem, &key, "alice").await;
-    Api::<Namespace>::all(alice).list(&ListParams::default()).await.expect("system:masters may list");
+    // The certificate authenticates as alice in group admins, which a binding makes
+    // cluster admins.
+    let binding = serde_json::json!({"metadata": {"name": "admins"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "admins"}]});
+    Api::<k8s_openapi::api::rbac::v1::ClusterRoleBinding>::all(srv.admin().await)
+        .create(&PostParams::default(), &serde_json::from_value(binding).unwrap())
+        .await
+        .unwrap();
+    let alice = Api::<Namespace>::all(client_with(&srv, &cert_pem, &key, "alice").await);
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while let Err(e) = alice.list(&ListParams::default()).await {
+        assert!(std::time::Instant::now() < deadline, "group admins may list: {e}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 
     // A certificate for carol in group dev authenticates as carol (and is refused).
     let (carol_key, carol_pem) = csr_pem("carol", &["dev"], vec![]);

@@ -191,3 +191,53 @@ async fn custom_endpoints_of_selectorless_services_are_mirrored() {
     eventually("mirrored slices gone", WAIT, || async { slices_of(&slices, "ext").await.is_empty().then_some(()) })
         .await;
 }
+
+#[tokio::test]
+async fn traffic_distribution_hints_ready_endpoints_at_their_zone_and_node() {
+    let mut cluster = TestCluster::start().await;
+    cluster.controllers(&["endpointslice"]);
+    let nodes = cluster.simulated_nodes(2).await;
+    let client = cluster.admin().await;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let services: Api<Service> = Api::namespaced(client.clone(), "default");
+    let slices: Api<EndpointSlice> = Api::namespaced(client.clone(), "default");
+    for (i, ready) in [true, true, false].into_iter().enumerate() {
+        pods.create(&PostParams::default(), &pod(&format!("web-{i}"), &nodes[i % 2], ready)).await.unwrap();
+    }
+    services
+        .create(&PostParams::default(), &service("close", json!({"trafficDistribution": "PreferClose"})))
+        .await
+        .unwrap();
+    services
+        .create(&PostParams::default(), &service("same-node", json!({"trafficDistribution": "PreferSameNode"})))
+        .await
+        .unwrap();
+    services.create(&PostParams::default(), &service("plain", json!({}))).await.unwrap();
+    let endpoints_of = |name: &'static str| {
+        let slices = slices.clone();
+        async move {
+            eventually(&format!("{name}: 3 endpoints, 2 ready"), WAIT, || async {
+                let s = slices_of(&slices, name).await;
+                (count(&s, None) == 3 && count(&s, Some(true)) == 2)
+                    .then(|| s.into_iter().flat_map(|s| s.endpoints.unwrap_or_default()).collect::<Vec<_>>())
+            })
+            .await
+        }
+    };
+    for (name, with_nodes) in [("close", false), ("same-node", true)] {
+        for e in endpoints_of(name).await {
+            let ready = e.conditions.as_ref().and_then(|c| c.ready) == Some(true);
+            let hints = e.hints.clone();
+            if !ready {
+                assert!(hints.is_none(), "{name}: a not-ready endpoint gets no hints: {e:?}");
+                continue;
+            }
+            let hints = hints.unwrap_or_else(|| panic!("{name}: no hints on {e:?}"));
+            let zone = e.zone.clone().expect("simulated nodes have zones");
+            assert_eq!(hints.for_zones.unwrap()[0].name, zone, "{name}");
+            let for_nodes = hints.for_nodes.map(|n| n[0].name.clone());
+            assert_eq!(for_nodes, if with_nodes { e.node_name.clone() } else { None }, "{name}");
+        }
+    }
+    assert!(endpoints_of("plain").await.iter().all(|e| e.hints.is_none()));
+}

@@ -206,3 +206,43 @@ async fn a_missing_target_is_reported() {
     .await;
     assert_eq!(e[0].message.as_deref(), Some("deployments.apps \"nowhere\" not found"));
 }
+
+#[tokio::test]
+async fn two_autoscalers_over_the_same_pods_are_refused_as_ambiguous() {
+    let (_cluster, client) = cluster().await;
+    deployment(&client, "web", 1).await;
+    // No Deployment controller runs here: the pods the target selects are made by hand.
+    let pod: k8s_openapi::api::core::v1::Pod = serde_json::from_value(json!({
+        "metadata": {"name": "web-1", "labels": {"app": "web"}},
+        "spec": {"containers": [{"name": "app", "image": "nginx"}]},
+    }))
+    .unwrap();
+    Api::namespaced(client.clone(), "default").create(&PostParams::default(), &pod).await.unwrap();
+    autoscaler(&client, "a", "web", 1, 5).await;
+    autoscaler(&client, "b", "web", 1, 5).await;
+    let expected = "pods by selector app=web are controlled by multiple HPAs: [default/a default/b]";
+    for name in ["a", "b"] {
+        let active = eventually(&format!("{name}: AmbiguousSelector"), WAIT, || async {
+            let c = condition(&status(&client, name).await, "ScalingActive")?;
+            (c["reason"] == "AmbiguousSelector").then_some(c)
+        })
+        .await;
+        assert_eq!((active["status"].as_str(), active["message"].as_str()), (Some("False"), Some(expected)));
+        let warned = eventually(&format!("{name}: AmbiguousSelector event"), WAIT, || async {
+            let e = events(&client, name, "AmbiguousSelector").await;
+            (!e.is_empty()).then_some(e)
+        })
+        .await;
+        assert_eq!(warned[0].message.as_deref(), Some(expected));
+    }
+    // Once one goes, the other is no longer ambiguous (it fails on the missing metrics API).
+    Api::<HorizontalPodAutoscaler>::namespaced(client.clone(), "default")
+        .delete("b", &Default::default())
+        .await
+        .unwrap();
+    eventually("a: no longer ambiguous", WAIT, || async {
+        let c = condition(&status(&client, "a").await, "ScalingActive")?;
+        (c["reason"] == "FailedGetResourceMetric").then_some(())
+    })
+    .await;
+}

@@ -11,6 +11,7 @@ mod endpointslice;
 mod garbage_collector;
 mod hpa;
 mod job;
+mod legacy_token_cleaner;
 mod node_ipam;
 mod node_lifecycle;
 mod per_namespace;

@@ -242,3 +242,56 @@ async fn profiles_from_a_configuration_file() {
     let message = event_message(&client, "default", "packed", "Scheduled").await;
     assert_eq!(message, "Successfully assigned default/packed to sim-node-1");
 }
+
+#[tokio::test]
+async fn pods_without_constraints_spread_by_their_service_and_replica_set() {
+    let mut cluster = TestCluster::start().await;
+    cluster.simulated_nodes_with(simulated::Options { count: 4, zones: 2, ..Default::default() }).await;
+    // Only spreading scores, so nothing else decides between the nodes.
+    let config = cluster.dir.path().join("scheduler.yaml");
+    std::fs::write(
+        &config,
+        "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\nprofiles:\n\
+         - schedulerName: default-scheduler\n  plugins:\n    score:\n      disabled:\n      - name: '*'\n      enabled:\n      - name: PodTopologySpread\n        weight: 2\n",
+    )
+    .unwrap();
+    cluster.scheduler_with(krate_scheduler::Options { config: Some(config), ..Default::default() });
+    let client = cluster.admin().await;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let nodes: Api<Node> = Api::all(client.clone());
+    let services: Api<k8s_openapi::api::core::v1::Service> = Api::namespaced(client.clone(), "default");
+    let svc = json!({"metadata": {"name": "web"}, "spec": {"selector": {"app": "web"}, "ports": [{"port": 80}]}});
+    services.create(&Default::default(), &serde_json::from_value(svc).unwrap()).await.unwrap();
+    let replica_sets: Api<k8s_openapi::api::apps::v1::ReplicaSet> = Api::namespaced(client.clone(), "default");
+    let rs = json!({"metadata": {"name": "batch"}, "spec": {"replicas": 0, "selector": {"matchLabels": {"app": "batch"}},
+        "template": {"metadata": {"labels": {"app": "batch"}}, "spec": {"containers": [{"name": "c", "image": "i"}]}}}});
+    let rs = replica_sets.create(&Default::default(), &serde_json::from_value(rs).unwrap()).await.unwrap();
+    // The scheduler's informers see the Service and the ReplicaSet before the pods come.
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+
+    let owned_by_rs = |p: Pod| {
+        let mut p = labelled(p, json!({"app": "batch"}));
+        p.metadata.owner_references = Some(vec![
+            serde_json::from_value(json!({"apiVersion": "apps/v1",
+            "kind": "ReplicaSet", "name": "batch", "uid": rs.metadata.uid.clone().unwrap(), "controller": true}))
+            .unwrap(),
+        ]);
+        p
+    };
+    for (group, make) in [
+        ("web", Box::new(|p: Pod| labelled(p, json!({"app": "web"}))) as Box<dyn Fn(Pod) -> Pod>),
+        ("batch", Box::new(owned_by_rs)),
+    ] {
+        let names: Vec<String> = (0..4).map(|i| format!("{group}-{i}")).collect();
+        let mut hosts = std::collections::BTreeSet::new();
+        for name in &names {
+            create(&pods, make(pod(name, "100m", json!({})))).await;
+            hosts.insert(bound_node(&pods, name).await);
+        }
+        // Each pod went to a node (and zone) with fewest of its group: one per node.
+        assert_eq!(hosts.len(), 4, "{group}: {hosts:?}");
+        let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+        let zones = zones_of(&pods, &nodes, &refs).await;
+        assert_eq!(zones.values().copied().collect::<Vec<_>>(), [2, 2], "{group}: {zones:?}");
+    }
+}

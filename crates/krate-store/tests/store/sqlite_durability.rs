@@ -104,10 +104,13 @@ async fn one_process_per_database() {
 }
 
 fn log_rows(path: &std::path::Path) -> (i64, i64, i64) {
-    let conn = rusqlite::Connection::open_with_flags(path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY).unwrap();
-    let rows = conn.query_row("SELECT count(*) FROM log", [], |r| r.get(0)).unwrap();
-    let done = conn.query_row("SELECT value FROM meta WHERE name = 'compact_done'", [], |r| r.get(0)).unwrap();
-    let compacted = conn.query_row("SELECT value FROM meta WHERE name = 'compacted'", [], |r| r.get(0)).unwrap();
+    let mut conn = rusqlite::Connection::open_with_flags(path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY).unwrap();
+    // One read transaction: three separate reads could count the rows before a
+    // compaction step commits and see its progress marker after it.
+    let tx = conn.transaction().unwrap();
+    let rows = tx.query_row("SELECT count(*) FROM log", [], |r| r.get(0)).unwrap();
+    let done = tx.query_row("SELECT value FROM meta WHERE name = 'compact_done'", [], |r| r.get(0)).unwrap();
+    let compacted = tx.query_row("SELECT value FROM meta WHERE name = 'compacted'", [], |r| r.get(0)).unwrap();
     (rows, done, compacted)
 }
 

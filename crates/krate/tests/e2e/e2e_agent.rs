@@ -67,7 +67,7 @@ fn ready(server: &Server) -> String {
 }
 
 /// Polls `check` every 200 ms until it returns true, for at most `timeout`.
-fn wait_for(what: &str, timeout: Duration, mut check: impl FnMut() -> bool, log: impl Fn() -> String) {
+pub(crate) fn wait_for(what: &str, timeout: Duration, mut check: impl FnMut() -> bool, log: impl Fn() -> String) {
     let deadline = Instant::now() + timeout;
     while !check() {
         assert!(Instant::now() < deadline, "{what}: not within {timeout:?}\n{}", log());
@@ -179,7 +179,7 @@ fn a_wrong_token_is_refused_before_trusting_the_server() {
 }
 
 /// `krate server` with its own node's agent, once the node is Ready.
-fn server_with_own_node(dir: &Path, node: &str) -> Server {
+pub(crate) fn server_with_own_node(dir: &Path, node: &str) -> Server {
     let data_dir = dir.join("server");
     let port = free_port();
     let log = std::fs::File::create(data_dir.with_extension("log")).unwrap();

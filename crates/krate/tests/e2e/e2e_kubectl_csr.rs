@@ -77,7 +77,7 @@ fn kubectl_certificate_approve_and_deny() {
         ],
     );
 
-    let (key, request) = openssl_csr(dir.path(), "eve", "/O=dev/CN=eve");
+    let (key, request) = openssl_csr(dir.path(), "eve", "/O=dev/O=qa/CN=eve");
     let file = dir.path().join("eve.yaml");
     std::fs::write(&file, csr_yaml("eve", &request)).unwrap();
     assert!(
@@ -131,6 +131,16 @@ fn kubectl_certificate_approve_and_deny() {
         .unwrap();
     let err = String::from_utf8_lossy(&as_eve.stderr);
     assert!(!as_eve.status.success() && err.contains("User \"eve\" cannot list resource \"namespaces\""), "{err}");
+    // Both organizations of the request are her groups: the subject was copied whole.
+    let whoami = Command::new(common::kubectl_binary())
+        .args(["auth", "whoami", "-o", "json"])
+        .env("KUBECONFIG", &eve_config)
+        .output()
+        .unwrap();
+    assert!(whoami.status.success(), "{}", String::from_utf8_lossy(&whoami.stderr));
+    let review: serde_json::Value = serde_json::from_slice(&whoami.stdout).unwrap();
+    assert_eq!(review["status"]["userInfo"]["username"], "eve");
+    assert_eq!(review["status"]["userInfo"]["groups"], serde_json::json!(["dev", "qa", "system:authenticated"]));
 
     // Deny another: it is never signed.
     let (_, request) = openssl_csr(dir.path(), "mallory", "/CN=mallory");

@@ -183,5 +183,8 @@ fn kubectl_auth_can_i_with_rbac() {
     assert_eq!(answer, "no - can only access node lease with the same name as the requesting node");
     let answer = can_i_becomes(&node, &["get", "secrets/anything", "-n", "default"], "no");
     assert_eq!(answer, "no - no relationship found between node 'n1' and this object");
-    can_i_becomes(&node, &["list", "nodes"], "yes");
+    // Its own Node only (AuthorizeNodeWithSelectors, on by default since v1.32).
+    can_i_becomes(&node, &["get", "nodes/n1"], "yes");
+    let answer = can_i_becomes(&node, &["list", "nodes"], "no");
+    assert_eq!(answer, "no - node 'n1' cannot read all nodes, only its own Node object");
 }

@@ -18,6 +18,7 @@ mod e2e_kubectl_podsecurity;
 mod e2e_kubectl_protobuf;
 mod e2e_kubectl_rbac;
 mod e2e_kubectl_rollout;
+mod e2e_kubectl_streaming;
 mod e2e_kubectl_tables;
 mod e2e_kubectl_validating_policy;
 mod e2e_kubectl_webhooks;

@@ -253,6 +253,7 @@ mod tests {
             resource,
             subresource: sub,
             name,
+            field_selector: "",
         }
     }
 
