@@ -10,6 +10,7 @@ packages=(
     # the node agent's runtime (containerd with runc, CNI plugins in /usr/lib/cni),
     # its pause image (static busybox), and the agent tests' image builder (umoci)
     containerd runc containernetworking-plugins busybox-static umoci iptables iproute2
+    nftables                # the service proxy's rules (nft -f), and its tests in netns
 )
 # The end-to-end tests run the Python client; Debian's python3 if the machine has none.
 command -v python3 >/dev/null 2>&1 || packages+=(python3 python3-pip)

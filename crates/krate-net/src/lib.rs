@@ -1,2 +1,5 @@
-//! Service networking: pod network, service proxy on nftables, cluster DNS, network
-//! policy. Arrives with the service networking issue.
+//! Service networking on each node: the cluster DNS server and the service proxy on
+//! nftables. Both are API clients fed by kube-runtime reflectors.
+
+pub mod dns;
+pub mod proxy;

@@ -1,0 +1,40 @@
+//! The service proxy: kube-proxy's nftables mode (IPv4). Services and EndpointSlices
+//! become one `ip` table of chains and verdict maps, applied with one `nft -f` per
+//! sync: whole at start and after failures, as a diff otherwise.
+//!
+//! ```ignore
+//! let mut config = ProxyConfig::new("node-1");
+//! config.cluster_cidr = Some("10.244.0.0/16".parse()?);
+//! let proxy = krate_net::proxy::start(client, config);
+//! // ...
+//! proxy.stop().await?; // deletes the table
+//! ```
+//!
+//! The pieces, each a pure step but the last two: `snapshot` (API objects → service
+//! ports and endpoints), `categorize` (which endpoints each traffic policy uses),
+//! `render` (→ desired chains and map elements), `base` (the fixed skeleton), `diff`
+//! (→ a full or partial script), `apply` (running `nft`), `runner` (reflectors,
+//! batching, retries).
+
+mod apply;
+mod base;
+mod categorize;
+mod config;
+mod diff;
+mod metrics;
+mod names;
+mod render;
+mod runner;
+mod script;
+mod snapshot;
+
+#[cfg(test)]
+mod tests;
+
+pub use apply::{Nft, NftError};
+pub use categorize::{Categorized, categorize};
+pub use config::{InvalidCidr, Ipv4Cidr, ProxyConfig};
+pub use diff::{Applied, Plan, SyncMode, plan};
+pub use render::{Container, Ruleset, render};
+pub use runner::{ProxyError, ProxyHandle, SyncReport, cleanup, run, start};
+pub use snapshot::{Endpoint, Protocol, SERVICE_NAME_LABEL, ServicePort, ServicePortName, Snapshot};

@@ -1,0 +1,4 @@
+//! The krate-net integration tests, one binary.
+
+mod dns;
+mod proxy;
