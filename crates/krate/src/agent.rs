@@ -22,7 +22,7 @@ pub async fn hostname() -> String {
     if h.is_empty() { "localhost".into() } else { h }
 }
 
-fn node_ip(args: &NodeArgs) -> IpAddr {
+pub fn node_ip(args: &NodeArgs) -> IpAddr {
     args.node_ip.or_else(krate_apiserver::start::host_address).unwrap_or(IpAddr::V4(Ipv4Addr::LOCALHOST))
 }
 
@@ -66,12 +66,19 @@ pub struct NodeAgent {
     pub agent: Agent,
     _runtime: Option<PodRuntime>,
     worker: Option<tokio::task::JoinHandle<()>>,
+    proxy: Option<krate_net::proxy::ProxyHandle>,
 }
 
 impl NodeAgent {
     pub async fn shutdown(mut self) {
         if let Some(w) = self.worker.take() {
             w.abort();
+        }
+        // A clean stop takes the proxy's nftables table away with it.
+        if let Some(proxy) = self.proxy.take()
+            && let Err(error) = proxy.stop().await
+        {
+            tracing::warn!(%error, "removing the service proxy's rules");
         }
         self.agent.shutdown().await;
     }
@@ -87,6 +94,8 @@ async fn start_runtime(
     let mut config = RuntimeConfig::new(data_dir);
     config.container_runtime_endpoint = node.container_runtime_endpoint.clone();
     config.node_ip = node_ip.to_string();
+    config.cluster_dns = vec![node.cluster_dns.to_string()];
+    config.cluster_domain = node.cluster_domain.clone();
     match PodRuntime::start(config).await {
         Ok(rt) => {
             let version = rt.runtime_version().await.unwrap_or_default();
@@ -130,7 +139,12 @@ pub async fn run(args: AgentArgs) -> anyhow::Result<()> {
     let seams = seams(&runtime, status, &client, &node);
     let agent = agent::start(client.clone(), config, Serving::Request, seams).await?;
     let worker = run_pods(&runtime, client, node);
-    let agent = NodeAgent { agent, _runtime: runtime, worker };
+    if !args.node.disable_kube_proxy {
+        // A node's own credentials may not list EndpointSlices (system:node), and agents
+        // are not yet issued a system:kube-proxy identity.
+        tracing::warn!("no service proxy on joined agents yet: Services are reachable from krate server's node only");
+    }
+    let agent = NodeAgent { agent, _runtime: runtime, worker, proxy: None };
     crate::server::shutdown_signal().await;
     tracing::info!("shutting down");
     agent.shutdown().await;
@@ -160,6 +174,18 @@ pub async fn start_in_server(running: &Running, args: &ServerArgs) -> anyhow::Re
         seams(&runtime, status, &client, &node),
     )
     .await?;
+    let node_ip = node_ip(&args.node);
+    let proxy = (!args.node.disable_kube_proxy).then(|| {
+        crate::network::start_proxy(
+            crate::network::proxy_client(running),
+            crate::network::ProxySettings {
+                node: &node,
+                node_ip,
+                cluster_cidr: &args.controllers.cluster_cidr,
+                service_cidr: &args.service_cluster_ip_range,
+            },
+        )
+    });
     let worker = run_pods(&runtime, client, node);
-    Ok(NodeAgent { agent, _runtime: runtime, worker })
+    Ok(NodeAgent { agent, _runtime: runtime, worker, proxy })
 }

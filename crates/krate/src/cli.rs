@@ -81,6 +81,13 @@ pub struct ServerArgs {
     /// Run no scheduler in this process.
     #[arg(long)]
     pub disable_scheduler: bool,
+    /// Run no cluster DNS server in this process.
+    #[arg(long)]
+    pub disable_cluster_dns: bool,
+    /// The port the cluster DNS server listens on at the node IP (the kube-dns Service
+    /// forwards its port 53 there; 0: any free port).
+    #[arg(long, default_value_t = 53)]
+    pub cluster_dns_port: u16,
     /// A KubeSchedulerConfiguration file (kubescheduler.config.k8s.io/v1) for the scheduler.
     #[arg(long = "scheduler-config")]
     pub scheduler_config: Option<std::path::PathBuf>,
@@ -262,6 +269,16 @@ pub struct NodeArgs {
     /// supervises its own containerd under DATA_DIR/agent.
     #[arg(long)]
     pub container_runtime_endpoint: Option<std::path::PathBuf>,
+    /// The cluster DNS Service's IP, pods' nameserver under dnsPolicy ClusterFirst
+    /// (the kubelet's --cluster-dns; inside --service-cluster-ip-range).
+    #[arg(long, default_value = "10.43.0.10")]
+    pub cluster_dns: IpAddr,
+    /// The cluster's DNS domain (the kubelet's --cluster-domain).
+    #[arg(long, default_value = "cluster.local")]
+    pub cluster_domain: String,
+    /// Run no service proxy on this node (another one, or none, handles Services).
+    #[arg(long)]
+    pub disable_kube_proxy: bool,
 }
 
 #[derive(Subcommand, Debug)]

@@ -5,6 +5,7 @@ mod cli;
 mod controllers;
 mod encryption;
 mod kubeconfig;
+mod network;
 mod scheduler;
 mod server;
 mod simulate;

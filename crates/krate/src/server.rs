@@ -63,11 +63,31 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
     if let Some(token) = &running.join_token {
         tracing::info!(path = %args.data_dir.join("token").display(), token, "join token");
     }
+    let dns = if args.disable_cluster_dns {
+        None
+    } else {
+        let node = match &args.node_name {
+            Some(n) => n.clone(),
+            None => crate::agent::hostname().await,
+        };
+        let ip = crate::agent::node_ip(&args.node);
+        // The cluster runs without it (pods' names do not resolve); it says why.
+        match crate::network::start_dns(&running, &args, &node, ip).await {
+            Ok(dns) => Some(dns),
+            Err(error) => {
+                tracing::error!(error = format!("{error:#}"), "the cluster DNS server could not start");
+                None
+            }
+        }
+    };
     let agent = if args.disable_agent { None } else { Some(crate::agent::start_in_server(&running, &args).await?) };
     shutdown_signal().await;
     tracing::info!("shutting down");
     if let Some(agent) = agent {
         agent.shutdown().await;
+    }
+    if let Some(dns) = dns {
+        dns.stop().await;
     }
     Ok(())
 }

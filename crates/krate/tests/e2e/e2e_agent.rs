@@ -185,7 +185,7 @@ pub(crate) fn server_with_own_node(dir: &Path, node: &str) -> Server {
     let log = std::fs::File::create(data_dir.with_extension("log")).unwrap();
     let child = Command::new(env!("CARGO_BIN_EXE_krate"))
         .args(["server", "--bind-address", "127.0.0.1", "--secure-port", &port.to_string()])
-        .args(["--node-name", node, "--node-ip", "127.0.0.1", "--kubelet-port", "0"])
+        .args(["--node-name", node, "--node-ip", "127.0.0.1", "--kubelet-port", "0", "--cluster-dns-port", "0"])
         .arg("--data-dir")
         .arg(&data_dir)
         .stdout(Stdio::null())

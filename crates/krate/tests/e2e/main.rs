@@ -22,4 +22,5 @@ mod e2e_kubectl_streaming;
 mod e2e_kubectl_tables;
 mod e2e_kubectl_validating_policy;
 mod e2e_kubectl_webhooks;
+mod e2e_network;
 mod e2e_python;

@@ -28,7 +28,7 @@ impl Server {
         // A kubeconfig left by an earlier run must not count as this one being ready.
         let _ = std::fs::remove_file(data_dir.join("admin.kubeconfig"));
         let child = Command::new(env!("CARGO_BIN_EXE_krate"))
-            .args(["server", "--disable-agent", "--bind-address", "127.0.0.1"])
+            .args(["server", "--disable-agent", "--bind-address", "127.0.0.1", "--cluster-dns-port", "0"])
             .arg("--data-dir")
             .arg(data_dir)
             .args(["--secure-port", &port.to_string()])

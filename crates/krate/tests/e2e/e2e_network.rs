@@ -1,0 +1,236 @@
+//! Service networking end to end: `krate server` with its own node runs inside a
+//! network namespace the test makes (so its pod bridge, its nftables tables and its DNS
+//! port are the test's own, and every packet stays in namespaces of this test). Real pods
+//! resolve a Service by name through the cluster DNS (kube-system/kube-dns at
+//! --cluster-dns) and reach it through its ClusterIP via the service proxy; the test
+//! reaches its NodePort from outside the namespace; a clean stop removes the proxy's
+//! table.
+
+use std::cell::RefCell;
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use crate::common::{Server, free_port};
+use crate::e2e_agent::wait_for;
+
+const NODE: &str = "net-node";
+const IMAGE: &str = "docker.io/library/busybox:network";
+/// The namespace side and the host side of the test's link.
+const NODE_IP: &str = "172.31.250.2";
+const HOST_IP: &str = "172.31.250.1";
+
+/// A network namespace joined to this one by a veth pair; removed on drop.
+struct Netns {
+    name: String,
+}
+
+fn ip(args: &[&str]) {
+    let out = Command::new("ip").args(args).output().expect("ip runs");
+    assert!(out.status.success(), "ip {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+impl Netns {
+    fn create() -> Netns {
+        let name = format!("krnet{}", std::process::id());
+        let (host_if, ns_if) = (format!("krh{}", std::process::id()), format!("krn{}", std::process::id()));
+        let _ = Command::new("ip").args(["netns", "del", &name]).output();
+        ip(&["netns", "add", &name]);
+        let ns = Netns { name };
+        ip(&["-n", &ns.name, "link", "set", "lo", "up"]);
+        ip(&["link", "add", &host_if, "type", "veth", "peer", "name", &ns_if, "netns", &ns.name]);
+        ip(&["addr", "add", &format!("{HOST_IP}/30"), "dev", &host_if]);
+        ip(&["link", "set", &host_if, "up"]);
+        ip(&["-n", &ns.name, "addr", "add", &format!("{NODE_IP}/30"), "dev", &ns_if]);
+        ip(&["-n", &ns.name, "link", "set", &ns_if, "up"]);
+        ns
+    }
+
+    fn nft_tables(&self) -> String {
+        let out = Command::new("ip").args(["netns", "exec", &self.name, "nft", "list", "tables"]).output().unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        // Whatever still runs in it (a containerd orphaned by a failed test) would keep the
+        // namespace, and its end of the link, alive.
+        if let Ok(out) = Command::new("ip").args(["netns", "pids", &self.name]).output() {
+            for pid in String::from_utf8_lossy(&out.stdout).split_whitespace().filter_map(|p| p.parse::<i32>().ok()) {
+                unsafe { libc::kill(pid, libc::SIGKILL) };
+            }
+        }
+        // Deleting the namespace takes the veth pair with it.
+        let _ = Command::new("ip").args(["netns", "del", &self.name]).output();
+    }
+}
+
+fn start_server(ns: &Netns, data_dir: &Path) -> Server {
+    let port = free_port();
+    let log = std::fs::File::create(data_dir.with_extension("log")).unwrap();
+    // nsenter rather than `ip netns exec`, which mounts a fresh /sys and so hides the
+    // cgroup hierarchies the agent runs pods under.
+    let child = Command::new("nsenter")
+        .arg(format!("--net=/run/netns/{}", ns.name))
+        .arg(env!("CARGO_BIN_EXE_krate"))
+        .args(["server", "--bind-address", NODE_IP, "--secure-port", &port.to_string()])
+        .args(["--node-name", NODE, "--node-ip", NODE_IP, "--kubelet-port", "0"])
+        .arg("--data-dir")
+        .arg(data_dir)
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .expect("krate starts");
+    let server = Server { child, data_dir: data_dir.into(), port };
+    wait_for("the server is up", Duration::from_secs(30), || server.kubeconfig().exists(), || server.log());
+    let ready = || {
+        let path = "jsonpath={.status.conditions[?(@.type==\"Ready\")].status}";
+        String::from_utf8_lossy(&server.kubectl(&["get", "node", NODE, "-o", path]).stdout).into_owned()
+    };
+    wait_for("its node is Ready", Duration::from_secs(30), || ready() == "True", || server.log());
+    server
+}
+
+fn import_image(server: &Server, dir: &Path) {
+    let busybox = std::fs::read(krate_agent::runtime::pause_image::BUSYBOX).expect("busybox-static is installed");
+    let applets = ["sh", "sleep", "echo", "mkdir", "httpd", "nslookup", "nc", "printf", "cat"];
+    let layout = krate_agent::runtime::pause_image::oci_layout(IMAGE, &busybox, &applets, &["/bin/sh"]);
+    let image: PathBuf = dir.join("network.tar");
+    std::fs::write(&image, layout).unwrap();
+    let import = Command::new(env!("CARGO_BIN_EXE_krate"))
+        .args(["images", "import", "--data-dir"])
+        .arg(&server.data_dir)
+        .arg(&image)
+        .output()
+        .unwrap();
+    assert!(import.status.success(), "{}", String::from_utf8_lossy(&import.stderr));
+}
+
+const MANIFESTS: &str = r#"
+apiVersion: v1
+kind: Pod
+metadata: {name: web, labels: {app: web}}
+spec:
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: httpd
+    image: docker.io/library/busybox:network
+    imagePullPolicy: Never
+    command: ["/bin/sh", "-c", "mkdir -p /www && echo hello-from-web > /www/index.html && exec httpd -f -p 8080 -h /www"]
+    ports: [{name: http, containerPort: 8080}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: client}
+spec:
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: sh
+    image: docker.io/library/busybox:network
+    imagePullPolicy: Never
+    command: ["/bin/sh", "-c", "sleep 3600"]
+---
+apiVersion: v1
+kind: Service
+metadata: {name: web}
+spec:
+  type: NodePort
+  selector: {app: web}
+  ports: [{name: http, port: 80, targetPort: http}]
+"#;
+
+/// An HTTP GET of / over a plain TCP connection: the body, or why it failed.
+fn http_get(addr: &str) -> Result<String, String> {
+    let addr = addr.parse().map_err(|e| format!("{e}"))?;
+    let mut conn = TcpStream::connect_timeout(&addr, Duration::from_secs(3)).map_err(|e| e.to_string())?;
+    conn.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+    conn.write_all(b"GET / HTTP/1.0\r\nHost: web\r\n\r\n").map_err(|e| e.to_string())?;
+    let mut reply = String::new();
+    conn.read_to_string(&mut reply).map_err(|e| e.to_string())?;
+    Ok(reply)
+}
+
+#[test]
+fn pods_resolve_services_by_name_and_reach_them_through_the_proxy() {
+    let ns = Netns::create();
+    let dir = tempfile::tempdir().unwrap();
+    let server = start_server(&ns, &dir.path().join("server"));
+    import_image(&server, dir.path());
+
+    // The DNS Service is published at --cluster-dns's default with this server's endpoint.
+    let dns_ip = server.kubectl_ok(&["get", "svc", "-n", "kube-system", "kube-dns", "-o", "jsonpath={.spec.clusterIP}"]);
+    assert_eq!(dns_ip, "10.43.0.10");
+    let slice = server.kubectl_ok(&[
+        "get",
+        "endpointslices",
+        "-n",
+        "kube-system",
+        "-l",
+        "kubernetes.io/service-name=kube-dns",
+        "-o",
+        "jsonpath={.items[*].endpoints[*].addresses[*]}",
+    ]);
+    assert_eq!(slice, NODE_IP);
+
+    let manifests = dir.path().join("net.yaml");
+    std::fs::write(&manifests, MANIFESTS).unwrap();
+    server.kubectl_ok(&["apply", "-f", manifests.to_str().unwrap()]);
+    for pod in ["web", "client"] {
+        let ready = || {
+            let path = "jsonpath={.status.conditions[?(@.type==\"Ready\")].status}";
+            String::from_utf8_lossy(&server.kubectl(&["get", "pod", pod, "-o", path]).stdout).into_owned() == "True"
+        };
+        wait_for(&format!("pod {pod} is Ready"), Duration::from_secs(60), ready, || server.log());
+    }
+    let exec = |args: &[&str]| {
+        let mut full = vec!["exec", "client", "--"];
+        full.extend_from_slice(args);
+        server.kubectl(&full)
+    };
+    // The pod's resolv.conf names the cluster DNS and the namespace's search path.
+    let resolv = String::from_utf8_lossy(&exec(&["cat", "/etc/resolv.conf"]).stdout).into_owned();
+    assert!(resolv.contains("nameserver 10.43.0.10"), "{resolv}");
+    assert!(resolv.contains("default.svc.cluster.local"), "{resolv}");
+
+    let cluster_ip = server.kubectl_ok(&["get", "svc", "web", "-o", "jsonpath={.spec.clusterIP}"]);
+    let last = RefCell::new(String::new());
+    let resolved = || {
+        let out = exec(&["nslookup", "web.default.svc.cluster.local"]);
+        *last.borrow_mut() = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        out.status.success() && last.borrow().contains(&cluster_ip)
+    };
+    wait_for("the service name resolves in a pod", Duration::from_secs(30), resolved, || last.borrow().clone());
+
+    // Through the ClusterIP: the proxy forwards port 80 to the pod's named port. (With nc: a
+    // static busybox's wget crashes in glibc's name-service lookups.)
+    let request = format!("printf 'GET / HTTP/1.0\\r\\n\\r\\n' | nc -w 3 {cluster_ip} 80");
+    let fetched = || {
+        let out = exec(&["sh", "-c", &request]);
+        *last.borrow_mut() = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        last.borrow().contains("hello-from-web")
+    };
+    wait_for("the service answers at its ClusterIP", Duration::from_secs(30), fetched, || last.borrow().clone());
+
+    // Names outside the cluster that do not exist get an answer (not a time-out), and an
+    // unknown service in the zone is NXDOMAIN.
+    let missing = exec(&["nslookup", "nothing.default.svc.cluster.local"]);
+    assert!(!missing.status.success());
+    let text = String::from_utf8_lossy(&missing.stdout).into_owned() + &String::from_utf8_lossy(&missing.stderr);
+    assert!(text.to_lowercase().contains("nxdomain") || text.contains("can't find"), "{text}");
+
+    // The NodePort on the node's address, from outside its namespace.
+    let node_port = server.kubectl_ok(&["get", "svc", "web", "-o", "jsonpath={.spec.ports[0].nodePort}"]);
+    let reached = || {
+        *last.borrow_mut() = http_get(&format!("{NODE_IP}:{node_port}")).unwrap_or_else(|e| e);
+        last.borrow().contains("hello-from-web")
+    };
+    wait_for("the NodePort answers", Duration::from_secs(30), reached, || last.borrow().clone());
+
+    assert!(ns.nft_tables().contains("krate-proxy"), "{}", ns.nft_tables());
+    server.kubectl_ok(&["delete", "pod", "web", "client", "--grace-period=1", "--timeout=60s"]);
+    server.stop();
+    assert!(!ns.nft_tables().contains("krate-proxy"), "a clean stop removes the proxy's table: {}", ns.nft_tables());
+}
