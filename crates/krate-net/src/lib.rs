@@ -2,4 +2,6 @@
 //! nftables. Both are API clients fed by kube-runtime reflectors.
 
 pub mod dns;
+pub mod netpol;
+pub mod podnet;
 pub mod proxy;

@@ -13,7 +13,7 @@ use krate_api::user::UserInfo;
 use krate_apiserver::inprocess::InProcess;
 use krate_apiserver::start::Running;
 
-use crate::cli::{AgentArgs, NodeArgs, ServerArgs};
+use crate::cli::{AgentArgs, FlannelBackend, NodeArgs, ServerArgs};
 
 /// This machine's hostname, lowercased (node names are DNS subdomains).
 pub async fn hostname() -> String {
@@ -67,6 +67,8 @@ pub struct NodeAgent {
     _runtime: Option<PodRuntime>,
     worker: Option<tokio::task::JoinHandle<()>>,
     proxy: Option<krate_net::proxy::ProxyHandle>,
+    podnet: Option<krate_net::podnet::PodNetHandle>,
+    netpol: Option<krate_net::netpol::NetpolHandle>,
 }
 
 impl NodeAgent {
@@ -79,6 +81,16 @@ impl NodeAgent {
             && let Err(error) = proxy.stop().await
         {
             tracing::warn!(%error, "removing the service proxy's rules");
+        }
+        if let Some(netpol) = self.netpol.take()
+            && let Err(error) = netpol.stop().await
+        {
+            tracing::warn!(%error, "removing the network policy rules");
+        }
+        if let Some(podnet) = self.podnet.take()
+            && let Err(error) = podnet.stop().await
+        {
+            tracing::warn!(%error, "removing the pod network's routes and rules");
         }
         self.agent.shutdown().await;
     }
@@ -144,7 +156,14 @@ pub async fn run(args: AgentArgs) -> anyhow::Result<()> {
         // are not yet issued a system:kube-proxy identity.
         tracing::warn!("no service proxy on joined agents yet: Services are reachable from krate server's node only");
     }
-    let agent = NodeAgent { agent, _runtime: runtime, worker, proxy: None };
+    if args.node.flannel_backend != FlannelBackend::None {
+        // Listing every Node needs more than a node's own rights (the Node authorizer).
+        tracing::warn!("no pod network routes on joined agents yet: their pods reach only pods on the same node");
+    }
+    if !args.node.disable_network_policy {
+        tracing::warn!("no NetworkPolicy enforcement on joined agents yet");
+    }
+    let agent = NodeAgent { agent, _runtime: runtime, worker, proxy: None, podnet: None, netpol: None };
     crate::server::shutdown_signal().await;
     tracing::info!("shutting down");
     agent.shutdown().await;
@@ -186,6 +205,19 @@ pub async fn start_in_server(running: &Running, args: &ServerArgs) -> anyhow::Re
             },
         )
     });
+    let podnet = (args.node.flannel_backend == FlannelBackend::HostGw).then(|| {
+        crate::network::start_pod_network(
+            crate::network::proxy_client(running),
+            &node,
+            &args.controllers.cluster_cidr,
+            runtime.clone(),
+        )
+    });
+    let netpol = if args.node.disable_network_policy {
+        None
+    } else {
+        Some(crate::network::start_network_policy(running, &node).await?)
+    };
     let worker = run_pods(&runtime, client, node);
-    Ok(NodeAgent { agent, _runtime: runtime, worker, proxy })
+    Ok(NodeAgent { agent, _runtime: runtime, worker, proxy, podnet: podnet.flatten(), netpol })
 }

@@ -279,6 +279,20 @@ pub struct NodeArgs {
     /// Run no service proxy on this node (another one, or none, handles Services).
     #[arg(long)]
     pub disable_kube_proxy: bool,
+    /// How pods on different nodes reach each other: host-gw (routes to each node's
+    /// podCIDR via its InternalIP, pod traffic leaving the cluster masqueraded) or none.
+    #[arg(long, value_enum, default_value_t = FlannelBackend::HostGw)]
+    pub flannel_backend: FlannelBackend,
+    /// Enforce no NetworkPolicies on this node (k3s's flag).
+    #[arg(long)]
+    pub disable_network_policy: bool,
+}
+
+/// k3s's --flannel-backend values that krate implements.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum FlannelBackend {
+    HostGw,
+    None,
 }
 
 #[derive(Subcommand, Debug)]

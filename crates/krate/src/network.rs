@@ -6,10 +6,13 @@ use std::net::{IpAddr, SocketAddr};
 
 use anyhow::Context as _;
 use k8s_openapi::api::core::v1::Service;
+use krate_agent::runtime::PodRuntime;
 use krate_api::user::UserInfo;
 use krate_apiserver::inprocess::InProcess;
 use krate_apiserver::start::Running;
 use krate_net::dns::{DnsConfig, DnsServer};
+use krate_net::netpol::{self, NetpolConfig, NetpolHandle};
+use krate_net::podnet::{self, PodNetConfig, PodNetHandle};
 use krate_net::proxy::{self, Ipv4Cidr, ProxyConfig, ProxyHandle};
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::core::{ApiResource, GroupVersionKind};
@@ -56,7 +59,14 @@ pub async fn start_dns(running: &Running, args: &ServerArgs, node: &str, node_ip
     Ok(server)
 }
 
-fn dynamic(client: &kube::Client, group: &str, version: &str, kind: &str, plural: &str, ns: Option<&str>) -> Api<DynamicObject> {
+fn dynamic(
+    client: &kube::Client,
+    group: &str,
+    version: &str,
+    kind: &str,
+    plural: &str,
+    ns: Option<&str>,
+) -> Api<DynamicObject> {
     let resource = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), plural);
     match ns {
         Some(ns) => Api::namespaced_with(client.clone(), ns, &resource),
@@ -85,8 +95,12 @@ async fn publish_dns_rbac(admin: &kube::Client) -> kube::Result<()> {
             {"apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"], "verbs": ["list", "watch"]},
         ],
     });
-    apply(&dynamic(admin, "rbac.authorization.k8s.io", "v1", "ClusterRole", "clusterroles", None), "system:coredns", role)
-        .await?;
+    apply(
+        &dynamic(admin, "rbac.authorization.k8s.io", "v1", "ClusterRole", "clusterroles", None),
+        "system:coredns",
+        role,
+    )
+    .await?;
     let binding = json!({
         "apiVersion": rbac, "kind": "ClusterRoleBinding",
         "metadata": {"name": "system:coredns", "labels": {"kubernetes.io/bootstrapping": "rbac-defaults"}},
@@ -179,4 +193,66 @@ pub fn start_proxy(client: kube::Client, settings: ProxySettings<'_>) -> ProxyHa
 /// The in-process client the proxy of `krate server`'s own node reads with.
 pub fn proxy_client(running: &Running) -> kube::Client {
     in_process(running, UserInfo::component("system:kube-proxy"))
+}
+
+/// Starts this node's part of the pod network (host-gw routes to the other nodes'
+/// podCIDRs, masquerade of traffic leaving the cluster), and points the runtime's CNI
+/// config at the node's podCIDR once node IPAM has given it one. None when no IPv4
+/// cluster CIDR is configured.
+pub fn start_pod_network(
+    client: kube::Client,
+    node: &str,
+    cluster_cidr: &[String],
+    runtime: Option<PodRuntime>,
+) -> Option<PodNetHandle> {
+    let Some(cidr) = first_ipv4(cluster_cidr) else {
+        tracing::warn!(?cluster_cidr, "no IPv4 cluster CIDR: no routes between nodes' pods");
+        return None;
+    };
+    let config = PodNetConfig::new(node, cidr);
+    Some(podnet::start(client, config, move |pod_cidr: String| {
+        let runtime = runtime.clone();
+        async move {
+            match runtime {
+                Some(rt) => rt.set_pod_cidr(&pod_cidr).await,
+                None => Ok(()),
+            }
+        }
+    }))
+}
+
+/// The account NetworkPolicy enforcement reads as: every pod is a possible peer, so it
+/// lists pods, namespaces and policies cluster-wide (more than a node may), as a CNI's
+/// daemonset account does.
+const NETPOL_ACCOUNT: &str = "krate-network-policy";
+
+/// Starts NetworkPolicy enforcement for this node's pods, after publishing its reader's
+/// RBAC (ClusterRole and binding krate:network-policy).
+pub async fn start_network_policy(running: &Running, node: &str) -> anyhow::Result<NetpolHandle> {
+    let admin = in_process(running, apiserver());
+    let accounts = dynamic(&admin, "", "v1", "ServiceAccount", "serviceaccounts", Some(KUBE_SYSTEM));
+    let account = json!({"apiVersion": "v1", "kind": "ServiceAccount",
+                         "metadata": {"name": NETPOL_ACCOUNT, "namespace": KUBE_SYSTEM}});
+    apply(&accounts, NETPOL_ACCOUNT, account).await?;
+    let role = json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+        "metadata": {"name": "krate:network-policy"},
+        "rules": [
+            {"apiGroups": [""], "resources": ["pods", "namespaces"], "verbs": ["get", "list", "watch"]},
+            {"apiGroups": ["networking.k8s.io"], "resources": ["networkpolicies"], "verbs": ["get", "list", "watch"]},
+        ],
+    });
+    let roles = dynamic(&admin, "rbac.authorization.k8s.io", "v1", "ClusterRole", "clusterroles", None);
+    apply(&roles, "krate:network-policy", role).await?;
+    let binding = json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+        "metadata": {"name": "krate:network-policy"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "krate:network-policy"},
+        "subjects": [{"kind": "ServiceAccount", "name": NETPOL_ACCOUNT, "namespace": KUBE_SYSTEM}],
+    });
+    let bindings =
+        dynamic(&admin, "rbac.authorization.k8s.io", "v1", "ClusterRoleBinding", "clusterrolebindings", None);
+    apply(&bindings, "krate:network-policy", binding).await?;
+    let client = in_process(running, UserInfo::service_account(KUBE_SYSTEM, NETPOL_ACCOUNT));
+    Ok(netpol::start(client, NetpolConfig::new(node)))
 }

@@ -75,8 +75,8 @@ impl ProxyConfig {
 /// An IPv4 network, `10.244.0.0/16`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Ipv4Cidr {
-    addr: Ipv4Addr,
-    prefix: u8,
+    pub(crate) addr: Ipv4Addr,
+    pub(crate) prefix: u8,
 }
 
 impl Ipv4Cidr {

@@ -22,7 +22,7 @@ mod categorize;
 mod config;
 mod diff;
 mod metrics;
-mod names;
+pub(crate) mod names;
 mod render;
 mod runner;
 mod script;

@@ -22,7 +22,7 @@ fn hash8(input: &str) -> String {
     (0..8).map(|i| ALPHABET[((hash >> (59 - 5 * i)) & 31) as usize] as char).collect()
 }
 
-fn hashed(hash_input: &str, readable: &str) -> String {
+pub(crate) fn hashed(hash_input: &str, readable: &str) -> String {
     let mut name = format!("{}-{readable}", hash8(hash_input));
     if name.len() > MAX_BASE_LEN {
         // Names are ASCII (Kubernetes names, digits, '/', '.', '_').

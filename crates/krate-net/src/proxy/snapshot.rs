@@ -26,7 +26,7 @@ pub enum Protocol {
 
 impl Protocol {
     /// The API's spelling; absent means TCP, as the API server defaults it.
-    fn parse(protocol: Option<&str>) -> Option<Protocol> {
+    pub(crate) fn parse(protocol: Option<&str>) -> Option<Protocol> {
         match protocol.unwrap_or("TCP") {
             "TCP" => Some(Protocol::Tcp),
             "UDP" => Some(Protocol::Udp),

@@ -1,4 +1,6 @@
 //! The krate-net integration tests, one binary.
 
 mod dns;
+mod netpol;
+mod podnet;
 mod proxy;

@@ -186,6 +186,9 @@ pub(crate) fn server_with_own_node(dir: &Path, node: &str) -> Server {
     let child = Command::new(env!("CARGO_BIN_EXE_krate"))
         .args(["server", "--bind-address", "127.0.0.1", "--secure-port", &port.to_string()])
         .args(["--node-name", node, "--node-ip", "127.0.0.1", "--kubelet-port", "0", "--cluster-dns-port", "0"])
+        // In the machine's own network namespace: leave its nftables and routes alone
+        // (e2e_network runs these in a namespace of its own).
+        .args(["--disable-kube-proxy", "--flannel-backend", "none", "--disable-network-policy"])
         .arg("--data-dir")
         .arg(&data_dir)
         .stdout(Stdio::null())

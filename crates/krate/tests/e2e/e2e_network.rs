@@ -3,8 +3,9 @@
 //! port are the test's own, and every packet stays in namespaces of this test). Real pods
 //! resolve a Service by name through the cluster DNS (kube-system/kube-dns at
 //! --cluster-dns) and reach it through its ClusterIP via the service proxy; the test
-//! reaches its NodePort from outside the namespace; a clean stop removes the proxy's
-//! table.
+//! reaches its NodePort from outside the namespace; pods get addresses from the node's
+//! podCIDR; a NetworkPolicy lets only the pods it names reach the web pod; a clean stop
+//! removes the proxy's, the pod network's and the policies' tables.
 
 use std::cell::RefCell;
 use std::io::{Read, Write};
@@ -142,6 +143,22 @@ spec:
   ports: [{name: http, port: 80, targetPort: http}]
 "#;
 
+const POLICY: &str = r#"
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: web-from-labelled}
+spec:
+  podSelector: {matchLabels: {app: web}}
+  policyTypes: [Ingress]
+  ingress:
+  - from: [{podSelector: {matchLabels: {access: web}}}]
+    ports: [{port: http}]
+"#;
+
+fn field(server: &Server, pod: &str) -> String {
+    server.kubectl_ok(&["get", "pod", pod, "-o", "jsonpath={.status.podIP}"])
+}
+
 /// An HTTP GET of / over a plain TCP connection: the body, or why it failed.
 fn http_get(addr: &str) -> Result<String, String> {
     let addr = addr.parse().map_err(|e| format!("{e}"))?;
@@ -161,7 +178,8 @@ fn pods_resolve_services_by_name_and_reach_them_through_the_proxy() {
     import_image(&server, dir.path());
 
     // The DNS Service is published at --cluster-dns's default with this server's endpoint.
-    let dns_ip = server.kubectl_ok(&["get", "svc", "-n", "kube-system", "kube-dns", "-o", "jsonpath={.spec.clusterIP}"]);
+    let dns_ip =
+        server.kubectl_ok(&["get", "svc", "-n", "kube-system", "kube-dns", "-o", "jsonpath={.spec.clusterIP}"]);
     assert_eq!(dns_ip, "10.43.0.10");
     let slice = server.kubectl_ok(&[
         "get",
@@ -199,7 +217,8 @@ fn pods_resolve_services_by_name_and_reach_them_through_the_proxy() {
     let last = RefCell::new(String::new());
     let resolved = || {
         let out = exec(&["nslookup", "web.default.svc.cluster.local"]);
-        *last.borrow_mut() = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        *last.borrow_mut() =
+            format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
         out.status.success() && last.borrow().contains(&cluster_ip)
     };
     wait_for("the service name resolves in a pod", Duration::from_secs(30), resolved, || last.borrow().clone());
@@ -209,7 +228,8 @@ fn pods_resolve_services_by_name_and_reach_them_through_the_proxy() {
     let request = format!("printf 'GET / HTTP/1.0\\r\\n\\r\\n' | nc -w 3 {cluster_ip} 80");
     let fetched = || {
         let out = exec(&["sh", "-c", &request]);
-        *last.borrow_mut() = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        *last.borrow_mut() =
+            format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
         last.borrow().contains("hello-from-web")
     };
     wait_for("the service answers at its ClusterIP", Duration::from_secs(30), fetched, || last.borrow().clone());
@@ -229,8 +249,27 @@ fn pods_resolve_services_by_name_and_reach_them_through_the_proxy() {
     };
     wait_for("the NodePort answers", Duration::from_secs(30), reached, || last.borrow().clone());
 
-    assert!(ns.nft_tables().contains("krate-proxy"), "{}", ns.nft_tables());
+    // NetworkPolicy: once a policy selects the web pod, only pods it allows get through.
+    let policy = dir.path().join("policy.yaml");
+    std::fs::write(&policy, POLICY).unwrap();
+    server.kubectl_ok(&["apply", "-f", policy.to_str().unwrap()]);
+    let direct = format!("printf 'GET / HTTP/1.0\\r\\n\\r\\n' | nc -w 2 {} 8080", field(&server, "web"));
+    let answers = || String::from_utf8_lossy(&exec(&["sh", "-c", &direct]).stdout).contains("hello-from-web");
+    wait_for("the policy blocks the unlabelled client", Duration::from_secs(30), || !answers(), String::new);
+    server.kubectl_ok(&["label", "pod", "client", "access=web"]);
+    wait_for("the labelled client gets through", Duration::from_secs(30), answers, String::new);
+
+    // The pod network: the node's podCIDR from node IPAM, the pods' addresses in it, and
+    // the masquerade table of the host-gw network.
+    let pod_cidr = server.kubectl_ok(&["get", "node", NODE, "-o", "jsonpath={.spec.podCIDR}"]);
+    let prefix = pod_cidr.rsplit_once('.').map(|(net, _)| format!("{net}.")).unwrap_or_default();
+    let web_ip = server.kubectl_ok(&["get", "pod", "web", "-o", "jsonpath={.status.podIP}"]);
+    assert!(pod_cidr.ends_with("/24") && web_ip.starts_with(&prefix), "pod {web_ip} in {pod_cidr}");
+    let tables = ns.nft_tables();
+    let ours = ["krate-proxy", "krate-podnet", "krate-netpol"];
+    assert!(ours.iter().all(|t| tables.contains(t)), "{tables}");
     server.kubectl_ok(&["delete", "pod", "web", "client", "--grace-period=1", "--timeout=60s"]);
     server.stop();
-    assert!(!ns.nft_tables().contains("krate-proxy"), "a clean stop removes the proxy's table: {}", ns.nft_tables());
+    let tables = ns.nft_tables();
+    assert!(!ours.iter().any(|t| tables.contains(t)), "a clean stop removes them: {tables}");
 }
