@@ -13,7 +13,8 @@ use krate_api::user::UserInfo;
 use krate_apiserver::inprocess::InProcess;
 use krate_apiserver::start::Running;
 
-use crate::cli::{AgentArgs, FlannelBackend, NodeArgs, ServerArgs};
+use crate::cli::{AgentArgs, NodeArgs, ServerArgs};
+use crate::network::{JoinedNodeNetwork, NodeNetwork, NodeNetworkSettings};
 
 /// This machine's hostname, lowercased (node names are DNS subdomains).
 pub async fn hostname() -> String {
@@ -66,9 +67,8 @@ pub struct NodeAgent {
     pub agent: Agent,
     _runtime: Option<PodRuntime>,
     worker: Option<tokio::task::JoinHandle<()>>,
-    proxy: Option<krate_net::proxy::ProxyHandle>,
-    podnet: Option<krate_net::podnet::PodNetHandle>,
-    netpol: Option<krate_net::netpol::NetpolHandle>,
+    network: Option<NodeNetwork>,
+    joined_network: Option<JoinedNodeNetwork>,
 }
 
 impl NodeAgent {
@@ -76,21 +76,12 @@ impl NodeAgent {
         if let Some(w) = self.worker.take() {
             w.abort();
         }
-        // A clean stop takes the proxy's nftables table away with it.
-        if let Some(proxy) = self.proxy.take()
-            && let Err(error) = proxy.stop().await
-        {
-            tracing::warn!(%error, "removing the service proxy's rules");
+        // A clean stop takes the networking's tables and routes away with it.
+        if let Some(network) = self.network.take() {
+            network.stop().await;
         }
-        if let Some(netpol) = self.netpol.take()
-            && let Err(error) = netpol.stop().await
-        {
-            tracing::warn!(%error, "removing the network policy rules");
-        }
-        if let Some(podnet) = self.podnet.take()
-            && let Err(error) = podnet.stop().await
-        {
-            tracing::warn!(%error, "removing the pod network's routes and rules");
+        if let Some(network) = self.joined_network.take() {
+            network.stop().await;
         }
         self.agent.shutdown().await;
     }
@@ -150,20 +141,18 @@ pub async fn run(args: AgentArgs) -> anyhow::Result<()> {
     let (runtime, status) = start_runtime(&args.data_dir, &args.node, config.node_ip).await;
     let seams = seams(&runtime, status, &client, &node);
     let agent = agent::start(client.clone(), config, Serving::Request, seams).await?;
+    let settings =
+        NodeNetworkSettings::new(&node, node_ip(&args.node), &args.node, &args.cluster_cidr, &args.service_cidr);
+    let joined_network = JoinedNodeNetwork::start(
+        args.server.clone(),
+        client.clone(),
+        creds.ca_pem.clone(),
+        args.data_dir.clone(),
+        settings,
+        runtime.clone(),
+    );
     let worker = run_pods(&runtime, client, node);
-    if !args.node.disable_kube_proxy {
-        // A node's own credentials may not list EndpointSlices (system:node), and agents
-        // are not yet issued a system:kube-proxy identity.
-        tracing::warn!("no service proxy on joined agents yet: Services are reachable from krate server's node only");
-    }
-    if args.node.flannel_backend != FlannelBackend::None {
-        // Listing every Node needs more than a node's own rights (the Node authorizer).
-        tracing::warn!("no pod network routes on joined agents yet: their pods reach only pods on the same node");
-    }
-    if !args.node.disable_network_policy {
-        tracing::warn!("no NetworkPolicy enforcement on joined agents yet");
-    }
-    let agent = NodeAgent { agent, _runtime: runtime, worker, proxy: None, podnet: None, netpol: None };
+    let agent = NodeAgent { agent, _runtime: runtime, worker, network: None, joined_network };
     crate::server::shutdown_signal().await;
     tracing::info!("shutting down");
     agent.shutdown().await;
@@ -193,31 +182,14 @@ pub async fn start_in_server(running: &Running, args: &ServerArgs) -> anyhow::Re
         seams(&runtime, status, &client, &node),
     )
     .await?;
-    let node_ip = node_ip(&args.node);
-    let proxy = (!args.node.disable_kube_proxy).then(|| {
-        crate::network::start_proxy(
-            crate::network::proxy_client(running),
-            crate::network::ProxySettings {
-                node: &node,
-                node_ip,
-                cluster_cidr: &args.controllers.cluster_cidr,
-                service_cidr: &args.service_cluster_ip_range,
-            },
-        )
-    });
-    let podnet = (args.node.flannel_backend == FlannelBackend::HostGw).then(|| {
-        crate::network::start_pod_network(
-            crate::network::proxy_client(running),
-            &node,
-            &args.controllers.cluster_cidr,
-            runtime.clone(),
-        )
-    });
-    let netpol = if args.node.disable_network_policy {
-        None
-    } else {
-        Some(crate::network::start_network_policy(running, &node).await?)
-    };
+    let settings = NodeNetworkSettings::new(
+        &node,
+        node_ip(&args.node),
+        &args.node,
+        &args.controllers.cluster_cidr,
+        &args.service_cluster_ip_range,
+    );
+    let network = NodeNetwork::start_in_server(running, &settings, runtime.clone());
     let worker = run_pods(&runtime, client, node);
-    Ok(NodeAgent { agent, _runtime: runtime, worker, proxy, podnet: podnet.flatten(), netpol })
+    Ok(NodeAgent { agent, _runtime: runtime, worker, network: Some(network), joined_network: None })
 }

@@ -253,6 +253,12 @@ pub struct AgentArgs {
     pub data_dir: PathBuf,
     #[command(flatten)]
     pub node: NodeArgs,
+    /// The cluster's pod CIDRs, as the server's --cluster-cidr (routes, masquerade).
+    #[arg(long, value_delimiter = ',', default_value = "10.42.0.0/16")]
+    pub cluster_cidr: Vec<String>,
+    /// The cluster's Service range, as the server's --service-cluster-ip-range.
+    #[arg(long, default_value = "10.43.0.0/16")]
+    pub service_cidr: String,
 }
 
 /// The node agent's flags shared by `krate server` and `krate agent`.

@@ -18,7 +18,7 @@ use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use serde_json::json;
 
-use crate::cli::ServerArgs;
+use crate::cli::{FlannelBackend, NodeArgs, ServerArgs};
 
 const KUBE_SYSTEM: &str = "kube-system";
 const DNS_SERVICE: &str = "kube-dns";
@@ -40,10 +40,9 @@ fn apiserver() -> UserInfo {
 }
 
 /// Starts the cluster DNS server on `node_ip` and publishes it as kube-system/kube-dns
-/// at `--cluster-dns`, with its reader's RBAC (kubeadm's system:coredns role).
+/// at `--cluster-dns` (its RBAC comes from `publish_rbac`).
 pub async fn start_dns(running: &Running, args: &ServerArgs, node: &str, node_ip: IpAddr) -> anyhow::Result<DnsServer> {
     let admin = in_process(running, apiserver());
-    publish_dns_rbac(&admin).await.context("publishing the cluster DNS server's RBAC")?;
     let client = in_process(running, UserInfo::service_account(KUBE_SYSTEM, DNS_ACCOUNT));
     let config = DnsConfig {
         listen: SocketAddr::new(node_ip, args.cluster_dns_port),
@@ -78,37 +77,63 @@ async fn apply(api: &Api<DynamicObject>, name: &str, body: serde_json::Value) ->
     api.patch(name, &PatchParams::apply(MANAGER).force(), &Patch::Apply(body)).await.map(|_| ())
 }
 
-async fn publish_dns_rbac(admin: &kube::Client) -> kube::Result<()> {
-    let rbac = "rbac.authorization.k8s.io/v1";
+const RBAC: &str = "rbac.authorization.k8s.io";
+
+async fn cluster_role(admin: &kube::Client, name: &str, rules: serde_json::Value) -> kube::Result<()> {
+    let role = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+                      "metadata": {"name": name}, "rules": rules});
+    apply(&dynamic(admin, RBAC, "v1", "ClusterRole", "clusterroles", None), name, role).await
+}
+
+async fn cluster_binding(admin: &kube::Client, name: &str, role: &str, subject: serde_json::Value) -> kube::Result<()> {
+    let binding = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+                         "metadata": {"name": name},
+                         "roleRef": {"apiGroup": RBAC, "kind": "ClusterRole", "name": role},
+                         "subjects": [subject]});
+    apply(&dynamic(admin, RBAC, "v1", "ClusterRoleBinding", "clusterrolebindings", None), name, binding).await
+}
+
+async fn service_account(admin: &kube::Client, name: &str) -> kube::Result<()> {
     let accounts = dynamic(admin, "", "v1", "ServiceAccount", "serviceaccounts", Some(KUBE_SYSTEM));
-    apply(
-        &accounts,
-        DNS_ACCOUNT,
-        json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": DNS_ACCOUNT, "namespace": KUBE_SYSTEM}}),
-    )
-    .await?;
-    let role = json!({
-        "apiVersion": rbac, "kind": "ClusterRole",
-        "metadata": {"name": "system:coredns", "labels": {"kubernetes.io/bootstrapping": "rbac-defaults"}},
-        "rules": [
+    let account =
+        json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": name, "namespace": KUBE_SYSTEM}});
+    apply(&accounts, name, account).await
+}
+
+/// The group of nodes' networking identities (`krate:node-network:NAME`, approved by
+/// csrapproving for the node itself).
+const NODE_NETWORK: &str = "krate:node-network";
+
+/// The networking readers' RBAC: the cluster DNS server's (kubeadm's system:coredns),
+/// NetworkPolicy enforcement's (krate:network-policy: every pod is a possible peer), and
+/// nodes' networking identities, which get both system:node-proxier and
+/// krate:network-policy.
+pub async fn publish_rbac(running: &Running) -> anyhow::Result<()> {
+    let admin = in_process(running, apiserver());
+    let publish = async {
+        service_account(&admin, DNS_ACCOUNT).await?;
+        let dns_rules = json!([
             {"apiGroups": [""], "resources": ["endpoints", "services", "pods", "namespaces"], "verbs": ["list", "watch"]},
             {"apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"], "verbs": ["list", "watch"]},
-        ],
-    });
-    apply(
-        &dynamic(admin, "rbac.authorization.k8s.io", "v1", "ClusterRole", "clusterroles", None),
-        "system:coredns",
-        role,
-    )
-    .await?;
-    let binding = json!({
-        "apiVersion": rbac, "kind": "ClusterRoleBinding",
-        "metadata": {"name": "system:coredns", "labels": {"kubernetes.io/bootstrapping": "rbac-defaults"}},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "system:coredns"},
-        "subjects": [{"kind": "ServiceAccount", "name": DNS_ACCOUNT, "namespace": KUBE_SYSTEM}],
-    });
-    let bindings = dynamic(admin, "rbac.authorization.k8s.io", "v1", "ClusterRoleBinding", "clusterrolebindings", None);
-    apply(&bindings, "system:coredns", binding).await
+        ]);
+        cluster_role(&admin, "system:coredns", dns_rules).await?;
+        let dns_account = json!({"kind": "ServiceAccount", "name": DNS_ACCOUNT, "namespace": KUBE_SYSTEM});
+        cluster_binding(&admin, "system:coredns", "system:coredns", dns_account).await?;
+
+        service_account(&admin, NETPOL_ACCOUNT).await?;
+        let netpol_rules = json!([
+            {"apiGroups": [""], "resources": ["pods", "namespaces"], "verbs": ["get", "list", "watch"]},
+            {"apiGroups": ["networking.k8s.io"], "resources": ["networkpolicies"], "verbs": ["get", "list", "watch"]},
+        ]);
+        cluster_role(&admin, "krate:network-policy", netpol_rules).await?;
+        let netpol_account = json!({"kind": "ServiceAccount", "name": NETPOL_ACCOUNT, "namespace": KUBE_SYSTEM});
+        cluster_binding(&admin, "krate:network-policy", "krate:network-policy", netpol_account).await?;
+
+        let nodes = json!({"apiGroup": RBAC, "kind": "Group", "name": NODE_NETWORK});
+        cluster_binding(&admin, "krate:node-network-proxier", "system:node-proxier", nodes.clone()).await?;
+        cluster_binding(&admin, "krate:node-network-policy", "krate:network-policy", nodes).await
+    };
+    publish.await.context("publishing the networking components' RBAC")
 }
 
 /// The kube-dns Service (no selector: its endpoints are the DNS servers krate runs) and
@@ -169,37 +194,15 @@ fn first_ipv4(cidrs: &[String]) -> Option<Ipv4Cidr> {
     cidrs.iter().find_map(|c| c.trim().parse::<Ipv4Cidr>().ok())
 }
 
-/// What the service proxy of a node needs to know of the cluster.
-pub struct ProxySettings<'a> {
-    pub node: &'a str,
-    pub node_ip: IpAddr,
-    pub cluster_cidr: &'a [String],
-    pub service_cidr: &'a str,
-}
+/// The account NetworkPolicy enforcement reads as: every pod is a possible peer, so it
+/// lists pods, namespaces and policies cluster-wide (more than a node may), as a CNI's
+/// daemonset account does.
+const NETPOL_ACCOUNT: &str = "krate-network-policy";
 
-/// Starts this node's service proxy with the given client (it lists Services and
-/// EndpointSlices cluster-wide: system:node-proxier's rights).
-pub fn start_proxy(client: kube::Client, settings: ProxySettings<'_>) -> ProxyHandle {
-    let mut config = ProxyConfig::new(settings.node);
-    config.cluster_cidr = first_ipv4(settings.cluster_cidr);
-    config.service_cidrs = first_ipv4(&[settings.service_cidr.to_string()]).into_iter().collect();
-    config.node_ip = match settings.node_ip {
-        IpAddr::V4(ip) => Some(ip),
-        IpAddr::V6(_) => None,
-    };
-    proxy::start(client, config)
-}
-
-/// The in-process client the proxy of `krate server`'s own node reads with.
-pub fn proxy_client(running: &Running) -> kube::Client {
-    in_process(running, UserInfo::component("system:kube-proxy"))
-}
-
-/// Starts this node's part of the pod network (host-gw routes to the other nodes'
-/// podCIDRs, masquerade of traffic leaving the cluster), and points the runtime's CNI
-/// config at the node's podCIDR once node IPAM has given it one. None when no IPv4
-/// cluster CIDR is configured.
-pub fn start_pod_network(
+/// This node's part of the pod network (host-gw routes to the other nodes' podCIDRs,
+/// masquerade of traffic leaving the cluster); the runtime's CNI config follows the
+/// node's podCIDR once node IPAM has given it one. None without an IPv4 cluster CIDR.
+fn start_pod_network(
     client: kube::Client,
     node: &str,
     cluster_cidr: &[String],
@@ -209,8 +212,7 @@ pub fn start_pod_network(
         tracing::warn!(?cluster_cidr, "no IPv4 cluster CIDR: no routes between nodes' pods");
         return None;
     };
-    let config = PodNetConfig::new(node, cidr);
-    Some(podnet::start(client, config, move |pod_cidr: String| {
+    Some(podnet::start(client, PodNetConfig::new(node, cidr), move |pod_cidr: String| {
         let runtime = runtime.clone();
         async move {
             match runtime {
@@ -221,38 +223,148 @@ pub fn start_pod_network(
     }))
 }
 
-/// The account NetworkPolicy enforcement reads as: every pod is a possible peer, so it
-/// lists pods, namespaces and policies cluster-wide (more than a node may), as a CNI's
-/// daemonset account does.
-const NETPOL_ACCOUNT: &str = "krate-network-policy";
+/// What a node's networking needs to know of the cluster and which parts run.
+pub struct NodeNetworkSettings {
+    pub node: String,
+    pub node_ip: IpAddr,
+    pub cluster_cidr: Vec<String>,
+    pub service_cidr: String,
+    pub proxy: bool,
+    pub pod_network: bool,
+    pub network_policy: bool,
+}
 
-/// Starts NetworkPolicy enforcement for this node's pods, after publishing its reader's
-/// RBAC (ClusterRole and binding krate:network-policy).
-pub async fn start_network_policy(running: &Running, node: &str) -> anyhow::Result<NetpolHandle> {
-    let admin = in_process(running, apiserver());
-    let accounts = dynamic(&admin, "", "v1", "ServiceAccount", "serviceaccounts", Some(KUBE_SYSTEM));
-    let account = json!({"apiVersion": "v1", "kind": "ServiceAccount",
-                         "metadata": {"name": NETPOL_ACCOUNT, "namespace": KUBE_SYSTEM}});
-    apply(&accounts, NETPOL_ACCOUNT, account).await?;
-    let role = json!({
-        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
-        "metadata": {"name": "krate:network-policy"},
-        "rules": [
-            {"apiGroups": [""], "resources": ["pods", "namespaces"], "verbs": ["get", "list", "watch"]},
-            {"apiGroups": ["networking.k8s.io"], "resources": ["networkpolicies"], "verbs": ["get", "list", "watch"]},
-        ],
-    });
-    let roles = dynamic(&admin, "rbac.authorization.k8s.io", "v1", "ClusterRole", "clusterroles", None);
-    apply(&roles, "krate:network-policy", role).await?;
-    let binding = json!({
-        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-        "metadata": {"name": "krate:network-policy"},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "krate:network-policy"},
-        "subjects": [{"kind": "ServiceAccount", "name": NETPOL_ACCOUNT, "namespace": KUBE_SYSTEM}],
-    });
-    let bindings =
-        dynamic(&admin, "rbac.authorization.k8s.io", "v1", "ClusterRoleBinding", "clusterrolebindings", None);
-    apply(&bindings, "krate:network-policy", binding).await?;
-    let client = in_process(running, UserInfo::service_account(KUBE_SYSTEM, NETPOL_ACCOUNT));
-    Ok(netpol::start(client, NetpolConfig::new(node)))
+impl NodeNetworkSettings {
+    pub fn new(node: &str, node_ip: IpAddr, args: &NodeArgs, cluster_cidr: &[String], service_cidr: &str) -> Self {
+        NodeNetworkSettings {
+            node: node.to_string(),
+            node_ip,
+            cluster_cidr: cluster_cidr.to_vec(),
+            service_cidr: service_cidr.to_string(),
+            proxy: !args.disable_kube_proxy,
+            pod_network: args.flannel_backend == FlannelBackend::HostGw,
+            network_policy: !args.disable_network_policy,
+        }
+    }
+
+    fn any(&self) -> bool {
+        self.proxy || self.pod_network || self.network_policy
+    }
+}
+
+/// A node's networking loops: the service proxy, the pod network's routes and rules,
+/// and NetworkPolicy enforcement; stopping them removes what they put on the node.
+#[derive(Default)]
+pub struct NodeNetwork {
+    proxy: Option<ProxyHandle>,
+    podnet: Option<PodNetHandle>,
+    netpol: Option<NetpolHandle>,
+}
+
+impl NodeNetwork {
+    /// Starts the parts `settings` asks for: the proxy and the pod network read with
+    /// `reader` (system:node-proxier's rights), policies with `policy_reader`
+    /// (krate:network-policy's).
+    pub fn start(
+        reader: kube::Client,
+        policy_reader: kube::Client,
+        settings: &NodeNetworkSettings,
+        runtime: Option<PodRuntime>,
+    ) -> NodeNetwork {
+        let proxy = settings.proxy.then(|| {
+            let mut config = ProxyConfig::new(&settings.node);
+            config.cluster_cidr = first_ipv4(&settings.cluster_cidr);
+            config.service_cidrs = first_ipv4(std::slice::from_ref(&settings.service_cidr)).into_iter().collect();
+            config.node_ip = match settings.node_ip {
+                IpAddr::V4(ip) => Some(ip),
+                IpAddr::V6(_) => None,
+            };
+            proxy::start(reader.clone(), config)
+        });
+        let podnet = if settings.pod_network {
+            start_pod_network(reader, &settings.node, &settings.cluster_cidr, runtime)
+        } else {
+            None
+        };
+        let netpol = settings.network_policy.then(|| netpol::start(policy_reader, NetpolConfig::new(&settings.node)));
+        NodeNetwork { proxy, podnet, netpol }
+    }
+
+    /// `krate server`'s own node: in-process clients as system:kube-proxy and as the
+    /// krate-network-policy account.
+    pub fn start_in_server(running: &Running, settings: &NodeNetworkSettings, runtime: Option<PodRuntime>) -> Self {
+        let reader = in_process(running, UserInfo::component("system:kube-proxy"));
+        let policy_reader = in_process(running, UserInfo::service_account(KUBE_SYSTEM, NETPOL_ACCOUNT));
+        NodeNetwork::start(reader, policy_reader, settings, runtime)
+    }
+
+    /// Stops every loop; each removes its own table or routes.
+    pub async fn stop(self) {
+        if let Some(proxy) = self.proxy
+            && let Err(error) = proxy.stop().await
+        {
+            tracing::warn!(%error, "removing the service proxy's rules");
+        }
+        if let Some(netpol) = self.netpol
+            && let Err(error) = netpol.stop().await
+        {
+            tracing::warn!(%error, "removing the network policy rules");
+        }
+        if let Some(podnet) = self.podnet
+            && let Err(error) = podnet.stop().await
+        {
+            tracing::warn!(%error, "removing the pod network's routes and rules");
+        }
+    }
+}
+
+/// A joined agent's networking: obtains the node's networking identity (a CSR that
+/// csrapproving approves for the node itself), then runs [`NodeNetwork`] with it until
+/// stopped. In the background, so a slow approval never holds up the node.
+pub struct JoinedNodeNetwork {
+    stop: tokio::sync::oneshot::Sender<()>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl JoinedNodeNetwork {
+    pub fn start(
+        server: String,
+        node_client: kube::Client,
+        ca_pem: String,
+        data_dir: std::path::PathBuf,
+        settings: NodeNetworkSettings,
+        runtime: Option<PodRuntime>,
+    ) -> Option<JoinedNodeNetwork> {
+        if !settings.any() {
+            return None;
+        }
+        let (stop, mut stopped) = tokio::sync::oneshot::channel::<()>();
+        let task = tokio::spawn(async move {
+            let identity = tokio::select! {
+                got = krate_agent::bootstrap::network_certificate(&node_client, &settings.node, &data_dir) => got,
+                _ = &mut stopped => return,
+            };
+            let client = identity.map_err(anyhow::Error::from).and_then(|client| {
+                let creds = krate_agent::bootstrap::NodeCredentials { ca_pem, client };
+                krate_agent::bootstrap::node_client(&server, &creds).map_err(anyhow::Error::from)
+            });
+            let client = match client {
+                Ok(c) => c,
+                Err(error) => {
+                    let error = format!("{error:#}");
+                    tracing::error!(error, "no networking identity: no service proxy, routes or policies on this node");
+                    return;
+                }
+            };
+            let network = NodeNetwork::start(client.clone(), client, &settings, runtime);
+            let _ = stopped.await;
+            network.stop().await;
+        });
+        Some(JoinedNodeNetwork { stop, task })
+    }
+
+    pub async fn stop(self) {
+        let _ = self.stop.send(());
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(30), self.task).await;
+    }
 }

@@ -63,6 +63,7 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<()> {
     if let Some(token) = &running.join_token {
         tracing::info!(path = %args.data_dir.join("token").display(), token, "join token");
     }
+    crate::network::publish_rbac(&running).await?;
     let dns = if args.disable_cluster_dns {
         None
     } else {

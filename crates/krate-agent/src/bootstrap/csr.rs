@@ -12,6 +12,10 @@ use super::files::CertKey;
 
 pub const KUBELET_CLIENT: &str = "kubernetes.io/kube-apiserver-client-kubelet";
 pub const KUBELET_SERVING: &str = "kubernetes.io/kubelet-serving";
+pub const KUBE_APISERVER_CLIENT: &str = "kubernetes.io/kube-apiserver-client";
+/// The group of nodes' networking identities (csrapproving approves them for the node
+/// that asks).
+pub const NODE_NETWORK: &str = "krate:node-network";
 /// How long to wait for approval and signing before giving up.
 pub const WAIT: Duration = Duration::from_secs(300);
 const POLL: Duration = Duration::from_millis(500);
@@ -64,6 +68,20 @@ impl Ask {
             sans: names.to_vec(),
             usages: vec!["digital signature", "server auth"],
             generate_name: "csr-",
+        }
+    }
+
+    /// The identity the node's service proxy, routes and policy enforcement read with:
+    /// they list Services, EndpointSlices, Nodes, pods and policies cluster-wide, more
+    /// than the Node authorizer lets a node identity do.
+    pub fn node_network(node: &str) -> Ask {
+        Ask {
+            signer: KUBE_APISERVER_CLIENT,
+            common_name: format!("{NODE_NETWORK}:{node}"),
+            organizations: vec![NODE_NETWORK.into()],
+            sans: vec![],
+            usages: vec!["digital signature", "client auth"],
+            generate_name: "node-network-csr-",
         }
     }
 

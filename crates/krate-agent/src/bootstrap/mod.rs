@@ -208,6 +208,27 @@ pub async fn serving_certificate(
     Ok(issued)
 }
 
+/// The node's networking identity (`krate:node-network:NODE`): reused while fresh,
+/// else asked for as the node.
+pub async fn network_certificate(
+    client: &kube::Client,
+    node: &str,
+    data_dir: &Path,
+) -> Result<CertKey, BootstrapError> {
+    let dir = agent_dir(data_dir);
+    let (cert_path, key_path) = (dir.join("client-network.crt"), dir.join("client-network.key"));
+    let subject = format!("{}:{node}", csr::NODE_NETWORK);
+    if let Some(existing) = files::read_pair(&cert_path, &key_path).await?
+        && files::lifetime(&existing.cert_pem, &subject, &[]) == files::Lifetime::Fresh
+    {
+        return Ok(existing);
+    }
+    let issued = csr::request(client, &csr::Ask::node_network(node)).await?;
+    files::write_pair(&cert_path, &key_path, &issued).await?;
+    tracing::info!(node, path = %cert_path.display(), "obtained the node's networking certificate");
+    Ok(issued)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

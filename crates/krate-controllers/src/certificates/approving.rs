@@ -9,7 +9,11 @@
 //! to an external approver, it also approves those a node asks for itself
 //! (requester = CN = system:node:NAME, in system:nodes) whose DNS and IP names are all
 //! among that Node's status.addresses, so `krate agent`'s HTTPS endpoint gets a
-//! certificate without an operator; anything else is left pending for a person.
+//! certificate without an operator; and a node's request for its networking identity
+//! (signer kube-apiserver-client, subject `krate:node-network:NAME` in group
+//! `krate:node-network`, asked by system:node:NAME itself), which the agent's service
+//! proxy, routes and policy enforcement read with (as k3s hands its agents a kube-proxy
+//! certificate). Anything else is left pending for a person.
 
 use std::time::Duration;
 
@@ -95,6 +99,29 @@ pub fn recognize_serving(csr: &CertificateSigningRequest) -> Serving {
     Serving::Node { name, dns: parsed.dns_names, ips: parsed.ip_addresses }
 }
 
+/// The group, and the prefix of the user, of nodes' networking identities.
+pub const NODE_NETWORK: &str = "krate:node-network";
+const NODE_NETWORK_MESSAGE: &str = "Auto approving node network certificate: requested by the node it names.";
+
+/// Whether this CSR is a node asking for its own networking identity: exactly that
+/// subject, no other names, client usages only.
+pub fn recognize_node_network(csr: &CertificateSigningRequest) -> bool {
+    let (approved, denied) = approval(csr);
+    if csr.spec.signer_name != request::KUBE_APISERVER_CLIENT || is_issued(csr) || approved || denied {
+        return false;
+    }
+    let Ok(parsed) = Request::parse_pem(&csr.spec.request.0) else { return false };
+    let usages = request::usages_of(csr.spec.usages.as_deref().unwrap_or_default());
+    let Some(node) = parsed.common_name.strip_prefix(&format!("{NODE_NETWORK}:")) else { return false };
+    let requester_is_that_node = csr.spec.username.as_deref() == Some(format!("system:node:{node}").as_str())
+        && csr.spec.groups.as_deref().unwrap_or_default().iter().any(|g| g == "system:nodes");
+    !node.is_empty()
+        && requester_is_that_node
+        && parsed.organizations == [NODE_NETWORK]
+        && parsed.dns + parsed.ips + parsed.emails + parsed.uris == 0
+        && request::check_client_usages(&usages).is_ok()
+}
+
 /// Whether every name of a serving request is one of the node's addresses.
 pub fn names_match_node(node: &Node, dns: &[String], ips: &[std::net::IpAddr]) -> bool {
     let addresses: Vec<&str> = node
@@ -150,6 +177,9 @@ async fn sync(client: &kube::Client, csr: &CertificateSigningRequest, nodes: &In
             return Ok(Action::requeue(RETRY));
         }
         return approve(client, csr, SERVING_MESSAGE).await;
+    }
+    if recognize_node_network(csr) {
+        return approve(client, csr, NODE_NETWORK_MESSAGE).await;
     }
     let recognized = recognize(csr)?;
     for r in &recognized {
@@ -228,6 +258,38 @@ mod tests {
             serde_json::from_value(serde_json::json!({"conditions": [{"type": "Denied", "status": "True"}]})).unwrap(),
         );
         assert!(recognize(&denied).unwrap().is_empty());
+    }
+
+    fn network_csr(cn: &str, orgs: &[&str], user: &str, sans: Vec<rcgen::SanType>) -> CertificateSigningRequest {
+        let pem = request_pem(cn, orgs, sans);
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "net"},
+            "spec": {"request": k8s_openapi::ByteString(pem.into_bytes()), "signerName": request::KUBE_APISERVER_CLIENT,
+                     "usages": ["digital signature", "client auth"], "username": user, "groups": ["system:nodes"]},
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn node_network_identities_are_approved_only_for_the_node_itself() {
+        let net = [NODE_NETWORK];
+        assert!(recognize_node_network(&network_csr("krate:node-network:n1", &net, "system:node:n1", vec![])));
+        // Another node asking for n1's identity, another group, extra names, or an empty name.
+        assert!(!recognize_node_network(&network_csr("krate:node-network:n1", &net, "system:node:n2", vec![])));
+        assert!(!recognize_node_network(&network_csr(
+            "krate:node-network:n1",
+            &["system:masters"],
+            "system:node:n1",
+            vec![]
+        )));
+        let dns = vec![rcgen::SanType::DnsName("x".try_into().unwrap())];
+        assert!(!recognize_node_network(&network_csr("krate:node-network:n1", &net, "system:node:n1", dns)));
+        assert!(!recognize_node_network(&network_csr("krate:node-network:", &net, "system:node:", vec![])));
+        assert!(!recognize_node_network(&network_csr("system:kube-proxy", &net, "system:node:n1", vec![])));
+        // A user who is not in system:nodes.
+        let mut not_node = network_csr("krate:node-network:n1", &net, "system:node:n1", vec![]);
+        not_node.spec.groups = Some(vec!["system:authenticated".into()]);
+        assert!(!recognize_node_network(&not_node));
     }
 
     fn serving_csr(cn: &str, user: &str, groups: &[&str], sans: Vec<rcgen::SanType>) -> CertificateSigningRequest {

@@ -26,6 +26,8 @@ impl AgentProcess {
         let child = Command::new(env!("CARGO_BIN_EXE_krate"))
             .args(["agent", "--server", &format!("https://127.0.0.1:{}", server.port), "--token", token.trim()])
             .args(["--node-name", NODE, "--node-ip", "127.0.0.1", "--kubelet-port", "0"])
+            // The machine's own network namespace: its nftables and routes are left alone.
+            .args(["--disable-kube-proxy", "--flannel-backend", "none", "--disable-network-policy"])
             .arg("--data-dir")
             .arg(data_dir)
             .stdout(Stdio::null())

@@ -23,7 +23,7 @@ const IMAGE: &str = "docker.io/library/busybox:network";
 const NODE_IP: &str = "172.31.250.2";
 const HOST_IP: &str = "172.31.250.1";
 
-/// A network namespace joined to this one by a veth pair; removed on drop.
+/// A network namespace of the test's; removed on drop with whatever still runs in it.
 struct Netns {
     name: String,
 }
@@ -34,13 +34,18 @@ fn ip(args: &[&str]) {
 }
 
 impl Netns {
-    fn create() -> Netns {
-        let name = format!("krnet{}", std::process::id());
-        let (host_if, ns_if) = (format!("krh{}", std::process::id()), format!("krn{}", std::process::id()));
+    fn new(tag: &str) -> Netns {
+        let name = format!("kr{tag}{}", std::process::id());
         let _ = Command::new("ip").args(["netns", "del", &name]).output();
         ip(&["netns", "add", &name]);
-        let ns = Netns { name };
-        ip(&["-n", &ns.name, "link", "set", "lo", "up"]);
+        ip(&["-n", &name, "link", "set", "lo", "up"]);
+        Netns { name }
+    }
+
+    /// One joined to this namespace by a veth pair: HOST_IP here, NODE_IP there.
+    fn linked_to_host() -> Netns {
+        let ns = Netns::new("net");
+        let (host_if, ns_if) = (format!("krh{}", std::process::id()), format!("krn{}", std::process::id()));
         ip(&["link", "add", &host_if, "type", "veth", "peer", "name", &ns_if, "netns", &ns.name]);
         ip(&["addr", "add", &format!("{HOST_IP}/30"), "dev", &host_if]);
         ip(&["link", "set", &host_if, "up"]);
@@ -49,9 +54,32 @@ impl Netns {
         ns
     }
 
+    /// Plugs `host` (None: this namespace) into this namespace's bridge `br0` with `addr`.
+    fn plug(&self, host: Option<&Netns>, ifname: &str, addr: &str) {
+        let port = format!("{ifname}p");
+        match host {
+            Some(h) => ip(&[
+                "link", "add", ifname, "netns", &h.name, "type", "veth", "peer", "name", &port, "netns", &self.name,
+            ]),
+            None => ip(&["link", "add", ifname, "type", "veth", "peer", "name", &port, "netns", &self.name]),
+        }
+        ip(&["-n", &self.name, "link", "set", &port, "master", "br0", "up"]);
+        let n = host.map(|h| vec!["-n", h.name.as_str()]).unwrap_or_default();
+        ip(&[n.as_slice(), &["addr", "add", addr, "dev", ifname]].concat());
+        ip(&[n.as_slice(), &["link", "set", ifname, "up"]].concat());
+    }
+
     fn nft_tables(&self) -> String {
         let out = Command::new("ip").args(["netns", "exec", &self.name, "nft", "list", "tables"]).output().unwrap();
         String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// A command run inside this namespace (nsenter rather than `ip netns exec`, which
+    /// mounts a fresh /sys and so hides the cgroup hierarchies the agent runs pods under).
+    fn command(&self, program: &str) -> Command {
+        let mut cmd = Command::new("nsenter");
+        cmd.arg(format!("--net=/run/netns/{}", self.name)).arg(program);
+        cmd
     }
 }
 
@@ -64,21 +92,18 @@ impl Drop for Netns {
                 unsafe { libc::kill(pid, libc::SIGKILL) };
             }
         }
-        // Deleting the namespace takes the veth pair with it.
+        // Deleting the namespace takes its veth pairs with it.
         let _ = Command::new("ip").args(["netns", "del", &self.name]).output();
     }
 }
 
-fn start_server(ns: &Netns, data_dir: &Path) -> Server {
+fn start_server(ns: &Netns, data_dir: &Path, node: &str, node_ip: &str) -> Server {
     let port = free_port();
     let log = std::fs::File::create(data_dir.with_extension("log")).unwrap();
-    // nsenter rather than `ip netns exec`, which mounts a fresh /sys and so hides the
-    // cgroup hierarchies the agent runs pods under.
-    let child = Command::new("nsenter")
-        .arg(format!("--net=/run/netns/{}", ns.name))
-        .arg(env!("CARGO_BIN_EXE_krate"))
-        .args(["server", "--bind-address", NODE_IP, "--secure-port", &port.to_string()])
-        .args(["--node-name", NODE, "--node-ip", NODE_IP, "--kubelet-port", "0"])
+    let child = ns
+        .command(env!("CARGO_BIN_EXE_krate"))
+        .args(["server", "--bind-address", node_ip, "--secure-port", &port.to_string()])
+        .args(["--node-name", node, "--node-ip", node_ip, "--kubelet-port", "0"])
         .arg("--data-dir")
         .arg(data_dir)
         .stdout(Stdio::null())
@@ -87,15 +112,19 @@ fn start_server(ns: &Netns, data_dir: &Path) -> Server {
         .expect("krate starts");
     let server = Server { child, data_dir: data_dir.into(), port };
     wait_for("the server is up", Duration::from_secs(30), || server.kubeconfig().exists(), || server.log());
-    let ready = || {
-        let path = "jsonpath={.status.conditions[?(@.type==\"Ready\")].status}";
-        String::from_utf8_lossy(&server.kubectl(&["get", "node", NODE, "-o", path]).stdout).into_owned()
-    };
-    wait_for("its node is Ready", Duration::from_secs(30), || ready() == "True", || server.log());
+    wait_for_node(&server, node, &|| server.log());
     server
 }
 
-fn import_image(server: &Server, dir: &Path) {
+fn wait_for_node(server: &Server, node: &str, log: &dyn Fn() -> String) {
+    let ready = || {
+        let path = "jsonpath={.status.conditions[?(@.type==\"Ready\")].status}";
+        String::from_utf8_lossy(&server.kubectl(&["get", "node", node, "-o", path]).stdout).into_owned()
+    };
+    wait_for(&format!("node {node} is Ready"), Duration::from_secs(60), || ready() == "True", log);
+}
+
+fn import_image(data_dir: &Path, dir: &Path) {
     let busybox = std::fs::read(krate_agent::runtime::pause_image::BUSYBOX).expect("busybox-static is installed");
     let applets = ["sh", "sleep", "echo", "mkdir", "httpd", "nslookup", "nc", "printf", "cat"];
     let layout = krate_agent::runtime::pause_image::oci_layout(IMAGE, &busybox, &applets, &["/bin/sh"]);
@@ -103,7 +132,7 @@ fn import_image(server: &Server, dir: &Path) {
     std::fs::write(&image, layout).unwrap();
     let import = Command::new(env!("CARGO_BIN_EXE_krate"))
         .args(["images", "import", "--data-dir"])
-        .arg(&server.data_dir)
+        .arg(data_dir)
         .arg(&image)
         .output()
         .unwrap();
@@ -172,10 +201,10 @@ fn http_get(addr: &str) -> Result<String, String> {
 
 #[test]
 fn pods_resolve_services_by_name_and_reach_them_through_the_proxy() {
-    let ns = Netns::create();
+    let ns = Netns::linked_to_host();
     let dir = tempfile::tempdir().unwrap();
-    let server = start_server(&ns, &dir.path().join("server"));
-    import_image(&server, dir.path());
+    let server = start_server(&ns, &dir.path().join("server"), NODE, NODE_IP);
+    import_image(&server.data_dir, dir.path());
 
     // The DNS Service is published at --cluster-dns's default with this server's endpoint.
     let dns_ip =
@@ -272,4 +301,165 @@ fn pods_resolve_services_by_name_and_reach_them_through_the_proxy() {
     server.stop();
     let tables = ns.nft_tables();
     assert!(!ours.iter().any(|t| tables.contains(t)), "a clean stop removes them: {tables}");
+}
+
+/// The switch between the two hosts and this namespace.
+const SERVER_IP: &str = "172.31.252.1";
+const AGENT_IP: &str = "172.31.252.2";
+
+const TWO_NODE_PODS: &str = r#"
+apiVersion: v1
+kind: Pod
+metadata: {name: web, labels: {app: web}}
+spec:
+  nodeName: agent-host
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: httpd
+    image: docker.io/library/busybox:network
+    imagePullPolicy: Never
+    command: ["/bin/sh", "-c", "mkdir -p /www && echo hello-from-the-agent > /www/index.html && exec httpd -f -p 8080 -h /www"]
+    ports: [{name: http, containerPort: 8080}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: near}
+spec:
+  nodeName: agent-host
+  terminationGracePeriodSeconds: 1
+  containers: [{name: sh, image: docker.io/library/busybox:network, imagePullPolicy: Never, command: ["sleep", "3600"]}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: far}
+spec:
+  nodeName: server-host
+  terminationGracePeriodSeconds: 1
+  containers: [{name: sh, image: docker.io/library/busybox:network, imagePullPolicy: Never, command: ["sleep", "3600"]}]
+---
+apiVersion: v1
+kind: Service
+metadata: {name: web}
+spec:
+  selector: {app: web}
+  ports: [{name: http, port: 80, targetPort: http}]
+"#;
+
+/// Two hosts, each a namespace on one switch: `krate server` on one, `krate agent`
+/// joined with the token on the other. The agent gets its networking identity through a
+/// CSR approved for it, and with it runs the service proxy and the host-gw routes: a pod
+/// on the server's node reaches a pod on the agent's directly and through the Service,
+/// and a pod on the agent's node resolves through the cluster DNS on the server's.
+#[test]
+fn pods_on_two_nodes_reach_each_other_and_the_agent_proxies_services() {
+    let switch = Netns::new("sw");
+    ip(&["-n", &switch.name, "link", "add", "br0", "type", "bridge"]);
+    ip(&["-n", &switch.name, "link", "set", "br0", "up"]);
+    let (server_host, agent_host) = (Netns::new("sv"), Netns::new("ag"));
+    let pid = std::process::id();
+    switch.plug(Some(&server_host), &format!("kse{pid}"), &format!("{SERVER_IP}/24"));
+    switch.plug(Some(&agent_host), &format!("kag{pid}"), &format!("{AGENT_IP}/24"));
+    // This namespace joins the switch too, to reach the API server and the agent.
+    switch.plug(None, &format!("kho{pid}"), "172.31.252.254/24");
+
+    let dir = tempfile::tempdir().unwrap();
+    let server = start_server(&server_host, &dir.path().join("server"), "server-host", SERVER_IP);
+    let token = std::fs::read_to_string(server.data_dir.join("token")).expect("the join token");
+    let agent_dir = dir.path().join("agent");
+    let agent_log = agent_dir.with_extension("log");
+    let mut agent = agent_host
+        .command(env!("CARGO_BIN_EXE_krate"))
+        .args(["agent", "--server", &format!("https://{SERVER_IP}:{}", server.port), "--token", token.trim()])
+        .args(["--node-name", "agent-host", "--node-ip", AGENT_IP, "--kubelet-port", "0"])
+        .arg("--data-dir")
+        .arg(&agent_dir)
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&agent_log).unwrap())
+        .spawn()
+        .expect("krate agent starts");
+    let agent_log = || std::fs::read_to_string(&agent_log).unwrap_or_default();
+    wait_for_node(&server, "agent-host", &agent_log);
+    import_image(&server.data_dir, dir.path());
+    import_image(&agent_dir, dir.path());
+
+    // The agent's networking identity came through a CSR csrapproving approved.
+    let approved = || {
+        let csrs = server.kubectl_ok(&[
+            "get",
+            "csr",
+            "-o",
+            "jsonpath={range .items[*]}{.spec.username} {.spec.signerName} {.status.conditions[0].type}{\"\\n\"}{end}",
+        ]);
+        csrs.lines().any(|l| l == "system:node:agent-host kubernetes.io/kube-apiserver-client Approved")
+    };
+    wait_for("the agent's network CSR is approved", Duration::from_secs(30), approved, &agent_log);
+
+    let manifests = dir.path().join("two.yaml");
+    std::fs::write(&manifests, TWO_NODE_PODS).unwrap();
+    server.kubectl_ok(&["apply", "-f", manifests.to_str().unwrap()]);
+    for pod in ["web", "near", "far"] {
+        let ready = || {
+            let path = "jsonpath={.status.conditions[?(@.type==\"Ready\")].status}";
+            String::from_utf8_lossy(&server.kubectl(&["get", "pod", pod, "-o", path]).stdout).into_owned() == "True"
+        };
+        wait_for(&format!("pod {pod} is Ready"), Duration::from_secs(60), ready, &agent_log);
+    }
+    // Each node has its own podCIDR, and its pods' addresses come from it.
+    let cidr = |node: &str| server.kubectl_ok(&["get", "node", node, "-o", "jsonpath={.spec.podCIDR}"]);
+    let (server_cidr, agent_cidr) = (cidr("server-host"), cidr("agent-host"));
+    assert_ne!(server_cidr, agent_cidr);
+    let web_ip = field(&server, "web");
+    let agent_prefix = agent_cidr.rsplit_once('.').map(|(n, _)| format!("{n}.")).unwrap();
+    assert!(web_ip.starts_with(&agent_prefix), "web {web_ip} in {agent_cidr}");
+
+    let last = RefCell::new(String::new());
+    let fetch = |pod: &str, target: &str, port: &str| {
+        let request = format!("printf 'GET / HTTP/1.0\\r\\n\\r\\n' | nc -w 3 {target} {port}");
+        let out = server.kubectl(&["exec", pod, "--", "sh", "-c", &request]);
+        *last.borrow_mut() =
+            format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        last.borrow().contains("hello-from-the-agent")
+    };
+    // Pod to pod across the nodes, by the routes each host got for the other's podCIDR.
+    wait_for(
+        "far reaches web across nodes",
+        Duration::from_secs(30),
+        || fetch("far", &web_ip, "8080"),
+        || last.borrow().clone(),
+    );
+    // Through the Service's ClusterIP from both nodes: each node's proxy.
+    let cluster_ip = server.kubectl_ok(&["get", "svc", "web", "-o", "jsonpath={.spec.clusterIP}"]);
+    wait_for(
+        "far reaches the Service",
+        Duration::from_secs(30),
+        || fetch("far", &cluster_ip, "80"),
+        || last.borrow().clone(),
+    );
+    wait_for(
+        "near reaches the Service",
+        Duration::from_secs(30),
+        || fetch("near", &cluster_ip, "80"),
+        || last.borrow().clone(),
+    );
+    // The agent's pods resolve through the cluster DNS on the server's host.
+    let resolved = || {
+        let out = server.kubectl(&["exec", "near", "--", "nslookup", "web.default.svc.cluster.local"]);
+        *last.borrow_mut() =
+            format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        out.status.success() && last.borrow().contains(&cluster_ip)
+    };
+    wait_for("near resolves the Service", Duration::from_secs(30), resolved, || last.borrow().clone());
+
+    let tables = agent_host.nft_tables();
+    assert!(tables.contains("krate-proxy") && tables.contains("krate-podnet"), "{tables}");
+    server.kubectl_ok(&["delete", "pod", "web", "near", "far", "--grace-period=1", "--timeout=60s"]);
+    unsafe { libc::kill(agent.id() as i32, libc::SIGTERM) };
+    let stopped = (0..1000).any(|_| {
+        std::thread::sleep(Duration::from_millis(20));
+        agent.try_wait().unwrap().is_some()
+    });
+    assert!(stopped, "krate agent did not stop on SIGTERM");
+    let tables = agent_host.nft_tables();
+    assert!(!tables.contains("krate-proxy") && !tables.contains("krate-podnet"), "{tables}");
+    server.stop();
 }

@@ -79,7 +79,12 @@ where
     let mut listed = false;
     while let Some(event) = events.next().await {
         match event {
-            Ok(watcher::Event::InitDone) => listed = true,
+            // A (re)list may already hold a change made between the pod's read of the
+            // object and this watch's start, or during a gap in the watch: resync then too.
+            Ok(watcher::Event::InitDone) => {
+                listed = true;
+                wake_all(&watches, &source);
+            }
             Ok(watcher::Event::Init) | Ok(watcher::Event::InitApply(_)) => {}
             Ok(watcher::Event::Apply(_)) | Ok(watcher::Event::Delete(_)) if listed => {
                 tracing::debug!(?source, "volume source changed");
