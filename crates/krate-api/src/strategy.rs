@@ -424,12 +424,53 @@ impl Strategy for Services {
         }
         obj["status"] = json!({"loadBalancer": {}});
     }
+    fn prepare_for_update(&self, new: &mut Value, old: &Value) {
+        drop_type_dependent_fields(new, old);
+    }
     fn validate(&self, svc: &Value) -> Vec<Cause> {
         validate_service(svc)
     }
     fn selectable_fields(&self) -> &'static [(&'static str, &'static str)] {
         &[("spec.clusterIP", "spec.clusterIP"), ("spec.type", "spec.type")]
     }
+}
+
+/// Upstream's dropTypeDependentFields: a Service switching to a type that has no use for
+/// a field loses it, when the client left it as it was (a value the client changed is
+/// theirs, and validation judges it). So `type: ClusterIP` on a former LoadBalancer
+/// needs no clearing of its node ports by hand.
+fn drop_type_dependent_fields(new: &mut Value, old: &Value) {
+    let type_of = |v: &Value| v.pointer("/spec/type").and_then(Value::as_str).unwrap_or("ClusterIP").to_string();
+    let (new_type, old_type) = (type_of(new), type_of(old));
+    if new_type == old_type {
+        return;
+    }
+    // NodePort and LoadBalancer Services have node ports and are reachable from outside.
+    let external = |t: &str| t == "NodePort" || t == "LoadBalancer";
+    let node_ports_unchanged = node_port_values(new) == node_port_values(old);
+    let before = new.clone();
+    let unchanged = |field: &str| before.pointer(field) == old.pointer(field);
+    let Some(spec) = new.get_mut("spec").and_then(Value::as_object_mut) else { return };
+    if external(&old_type) && !external(&new_type) && node_ports_unchanged {
+        for p in spec.get_mut("ports").and_then(Value::as_array_mut).into_iter().flatten() {
+            p.as_object_mut().map(|m| m.remove("nodePort"));
+        }
+    }
+    if new_type != "LoadBalancer" {
+        for field in ["healthCheckNodePort", "allocateLoadBalancerNodePorts", "loadBalancerClass"] {
+            if unchanged(&format!("/spec/{field}")) {
+                spec.remove(field);
+            }
+        }
+    }
+    if external(&old_type) && !external(&new_type) && unchanged("/spec/externalTrafficPolicy") {
+        spec.remove("externalTrafficPolicy");
+    }
+}
+
+fn node_port_values(svc: &Value) -> Vec<Option<Value>> {
+    let ports = svc.pointer("/spec/ports").and_then(Value::as_array);
+    ports.into_iter().flatten().map(|p| p.get("nodePort").cloned()).collect()
 }
 
 /// Upstream's ValidateService, for the fields clients get wrong most.
@@ -872,5 +913,27 @@ mod tests {
             Some(&["/status", "/metadata/annotations"][..])
         );
         assert_eq!(for_kind("apps", "ReplicaSet").subresource_fields("status"), Some(&["/status"][..]));
+    }
+
+    #[test]
+    fn a_service_leaving_node_ports_behind_loses_the_ones_it_kept() {
+        let old = json!({"spec": {"type": "LoadBalancer", "externalTrafficPolicy": "Cluster",
+            "allocateLoadBalancerNodePorts": true, "ports": [{"port": 80, "nodePort": 30080}]}});
+        let mut new = old.clone();
+        new["spec"]["type"] = json!("ClusterIP");
+        drop_type_dependent_fields(&mut new, &old);
+        assert_eq!(new, json!({"spec": {"type": "ClusterIP", "ports": [{"port": 80}]}}));
+        // A node port the client changed stays, for validation to judge.
+        let mut changed = old.clone();
+        changed["spec"]["type"] = json!("ClusterIP");
+        changed["spec"]["ports"][0]["nodePort"] = json!(30081);
+        drop_type_dependent_fields(&mut changed, &old);
+        assert_eq!(changed["spec"]["ports"][0]["nodePort"], json!(30081));
+        // NodePort to LoadBalancer keeps everything.
+        let np = json!({"spec": {"type": "NodePort", "ports": [{"port": 80, "nodePort": 30080}]}});
+        let mut lb = np.clone();
+        lb["spec"]["type"] = json!("LoadBalancer");
+        drop_type_dependent_fields(&mut lb, &np);
+        assert_eq!(lb["spec"]["ports"][0]["nodePort"], json!(30080));
     }
 }

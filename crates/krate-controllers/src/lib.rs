@@ -34,6 +34,7 @@ mod replica_expectations;
 pub mod replicaset;
 pub mod resourcequota;
 pub mod root_ca;
+pub mod service_lb;
 pub mod service_pods;
 pub mod serviceaccount;
 pub mod statefulset;
@@ -175,6 +176,7 @@ pub fn all(ctx: &Context) -> Vec<(&'static str, Loop)> {
         ("endpointslice", Box::pin(endpointslice::run(ctx.clone()))),
         ("endpoints", Box::pin(endpoints::run(ctx.clone()))),
         ("endpointslice-mirroring", Box::pin(endpointslice_mirroring::run(ctx.clone()))),
+        ("service-lb", Box::pin(service_lb::run(ctx.clone()))),
         ("node-lifecycle", Box::pin(node_lifecycle::run(ctx.clone()))),
         ("node-ipam", Box::pin(node_ipam::run(ctx.clone()))),
         ("resourcequota", Box::pin(resourcequota::run(ctx.clone()))),

@@ -19,4 +19,5 @@ mod persistentvolume;
 mod podgc;
 mod replicaset;
 mod resourcequota;
+mod service_lb;
 mod statefulset;
