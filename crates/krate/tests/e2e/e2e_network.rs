@@ -3,7 +3,7 @@
 //! port are the test's own, and every packet stays in namespaces of this test). Real pods
 //! resolve a Service by name through the cluster DNS (kube-system/kube-dns at
 //! --cluster-dns) and reach it through its ClusterIP via the service proxy; the test
-//! reaches its NodePort from outside the namespace; pods get addresses from the node's
+//! reaches its NodePort and its load balancer address from outside the namespace; pods get addresses from the node's
 //! podCIDR; a NetworkPolicy lets only the pods it names reach the web pod; a clean stop
 //! removes the proxy's, the pod network's and the policies' tables.
 
@@ -167,7 +167,7 @@ apiVersion: v1
 kind: Service
 metadata: {name: web}
 spec:
-  type: NodePort
+  type: LoadBalancer
   selector: {app: web}
   ports: [{name: http, port: 80, targetPort: http}]
 "#;
@@ -277,6 +277,20 @@ fn pods_resolve_services_by_name_and_reach_them_through_the_proxy() {
         last.borrow().contains("hello-from-web")
     };
     wait_for("the NodePort answers", Duration::from_secs(30), reached, || last.borrow().clone());
+
+    // LoadBalancer: the built-in service load balancer publishes the node's address, and
+    // the proxy answers there on the Service's port.
+    let lb = server.kubectl_ok(&["get", "svc", "web", "-o", "jsonpath={.status.loadBalancer.ingress[*].ip}"]);
+    let published = || {
+        let out = server.kubectl(&["get", "svc", "web", "-o", "jsonpath={.status.loadBalancer.ingress[*].ip}"]);
+        String::from_utf8_lossy(&out.stdout) == NODE_IP
+    };
+    wait_for("the load balancer ingress is the node's address", Duration::from_secs(30), published, || lb.clone());
+    let reached_lb = || {
+        *last.borrow_mut() = http_get(&format!("{NODE_IP}:80")).unwrap_or_else(|e| e);
+        last.borrow().contains("hello-from-web")
+    };
+    wait_for("the load balancer address answers", Duration::from_secs(30), reached_lb, || last.borrow().clone());
 
     // NetworkPolicy: once a policy selects the web pod, only pods it allows get through.
     let policy = dir.path().join("policy.yaml");
