@@ -1,34 +1,19 @@
-//! The enforcer's Prometheus metrics, in the default registry (so `krate`'s /metrics
-//! shows them).
+//! The enforcer's Prometheus metrics.
 
 use std::sync::LazyLock;
 
-use prometheus::{HistogramOpts, HistogramVec, IntCounter, IntGauge, IntGaugeVec, Opts};
+use prometheus::{HistogramVec, IntCounter, IntGauge, IntGaugeVec, Opts};
 
-fn register<C: prometheus::core::Collector + Clone + 'static>(collector: C) -> C {
-    prometheus::default_registry().register(Box::new(collector.clone())).expect("metric registers once");
-    collector
-}
-
-fn gauge(name: &str, help: &str) -> IntGauge {
-    register(IntGauge::new(name, help).expect("valid metric"))
-}
+use crate::metrics_util::{counter, gauge, register, sync_duration_opts};
 
 /// Every sync (resolve, render, diff and `nft -f`), by mode.
 pub static SYNC_DURATION: LazyLock<HistogramVec> = LazyLock::new(|| {
-    // 1 ms doubling to about 16 s, as the proxy's.
-    let buckets = prometheus::exponential_buckets(0.001, 2.0, 15).expect("valid buckets");
-    let opts = HistogramOpts::new("krate_netpol_sync_duration_seconds", "Time taken by a NetworkPolicy rules sync.")
-        .buckets(buckets);
+    let opts = sync_duration_opts("krate_netpol_sync_duration_seconds", "Time taken by a NetworkPolicy rules sync.");
     register(HistogramVec::new(opts, &["mode"]).expect("valid metric"))
 });
 /// Syncs `nft` refused or that could not run.
-pub static SYNC_FAILURES: LazyLock<IntCounter> = LazyLock::new(|| {
-    register(
-        IntCounter::new("krate_netpol_sync_failures_total", "Failed NetworkPolicy nftables syncs.")
-            .expect("valid metric"),
-    )
-});
+pub static SYNC_FAILURES: LazyLock<IntCounter> =
+    LazyLock::new(|| counter("krate_netpol_sync_failures_total", "Failed NetworkPolicy nftables syncs."));
 /// When the last successful sync ended.
 pub static LAST_SYNC: LazyLock<IntGauge> = LazyLock::new(|| {
     gauge("krate_netpol_last_sync_timestamp_seconds", "When the last successful NetworkPolicy sync ended (Unix time).")

@@ -21,7 +21,7 @@
 //! The pieces, each a pure step but the last: `snapshot` (API objects → defaulted
 //! policies, pods, namespace labels), `resolve` (→ targets, peer addresses, ports),
 //! `render` (→ sets and chains), `plan` (→ a full or partial script), `runner`
-//! (reflectors, batching, retries; `nft` runs through the proxy's `Nft`).
+//! (reflectors, batching, retries; `nft` runs through the crate's `Nft`).
 
 mod config;
 mod metrics;

@@ -6,24 +6,23 @@
 
 use std::future::Future;
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
-use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Namespace, Pod};
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use kube::Api;
-use kube::runtime::WatchStreamExt;
-use kube::runtime::reflector::{self, Store};
-use kube::runtime::watcher::{self, Event};
-use tokio::sync::{Notify, oneshot, watch};
-use tokio::task::JoinHandle;
+use kube::runtime::reflector::Store;
+use kube::runtime::watcher;
+use tokio::sync::{Notify, watch};
 
 use super::config::NetpolConfig;
 use super::metrics;
 use super::plan::{Plan, SyncMode, plan};
 use super::render::{EGRESS_ISOLATED, INGRESS_ISOLATED, Ruleset, render};
 use super::snapshot::Snapshot;
-use crate::proxy::{Nft, NftError};
+use crate::metrics_util::{gauge_value, set_to_now};
+use crate::nft::{Nft, NftError, check_table_name};
+use crate::sync_loop::{self, Aborting, LoopHandle, Pacing, SyncLoop, log_sync, reflect};
 
 #[derive(Debug, thiserror::Error)]
 pub enum NetpolError {
@@ -56,47 +55,23 @@ pub struct SyncReport {
 
 /// Running enforcement. `stop` removes its table; dropping the handle stops it too,
 /// in the background.
-pub struct NetpolHandle {
-    stop: Option<oneshot::Sender<()>>,
-    task: JoinHandle<Result<(), NetpolError>>,
-    reports: watch::Receiver<Option<Arc<SyncReport>>>,
-}
+pub struct NetpolHandle(LoopHandle<SyncReport, NetpolError>);
 
 impl NetpolHandle {
     /// The latest sync's report (None before the first).
     pub fn reports(&self) -> watch::Receiver<Option<Arc<SyncReport>>> {
-        self.reports.clone()
+        self.0.reports()
     }
 
     /// Stops syncing and deletes the table.
-    pub async fn stop(mut self) -> Result<(), NetpolError> {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        (&mut self.task).await.map_err(|e| NetpolError::Task(e.to_string()))?
-    }
-}
-
-impl Drop for NetpolHandle {
-    fn drop(&mut self) {
-        // Dropping the sender is the stop signal; the task cleans up on its own.
-        self.stop.take();
+    pub async fn stop(self) -> Result<(), NetpolError> {
+        self.0.stop(NetpolError::Task).await
     }
 }
 
 /// Starts enforcement on the current Tokio runtime.
 pub fn start(client: kube::Client, config: NetpolConfig) -> NetpolHandle {
-    let (stop, stopped) = oneshot::channel::<()>();
-    let (reports_tx, reports) = watch::channel(None);
-    let task = tokio::spawn(run_reporting(
-        client,
-        config,
-        async move {
-            let _ = stopped.await;
-        },
-        reports_tx,
-    ));
-    NetpolHandle { stop: Some(stop), task, reports }
+    NetpolHandle(LoopHandle::spawn(|shutdown, reports| run_reporting(client, config, shutdown, reports)))
 }
 
 /// Runs enforcement until `shutdown` completes, then deletes the table.
@@ -114,11 +89,7 @@ pub async fn cleanup(config: &NetpolConfig) -> Result<(), NftError> {
 }
 
 fn validate(config: &NetpolConfig) -> Result<(), NetpolError> {
-    let table_ok = config.table.starts_with(|c: char| c.is_ascii_alphabetic())
-        && config.table.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c));
-    if !table_ok {
-        return Err(NetpolError::Config(format!("table name {:?} is not a plain nft identifier", config.table)));
-    }
+    check_table_name(&config.table).map_err(NetpolError::Config)?;
     if config.nft_command.is_empty() {
         return Err(NetpolError::Config("nft_command is empty".into()));
     }
@@ -126,37 +97,6 @@ fn validate(config: &NetpolConfig) -> Result<(), NetpolError> {
         return Err(NetpolError::Config("node_name is empty".into()));
     }
     Ok(())
-}
-
-/// One kind's reflector: its store (objects trimmed by `trim` first), marked ready
-/// after each complete list, with a nudge to the sync loop on every change.
-fn reflect_kind<K>(
-    api: Api<K>,
-    changed: Arc<Notify>,
-    trim: fn(&mut K),
-) -> (Store<K>, watch::Receiver<bool>, JoinHandle<()>)
-where
-    K: kube::Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
-{
-    let (reader, writer) = reflector::store();
-    let (ready_tx, ready) = watch::channel(false);
-    let task = tokio::spawn(async move {
-        let kind = K::kind(&()).to_string();
-        let stream = watcher::watcher(api, watcher::Config::default()).default_backoff().modify(trim);
-        let mut events = reflector::reflector(writer, stream).boxed();
-        while let Some(event) = events.next().await {
-            match event {
-                Ok(Event::InitDone) => {
-                    ready_tx.send_replace(true);
-                    changed.notify_one();
-                }
-                Ok(Event::Apply(_) | Event::Delete(_)) => changed.notify_one(),
-                Ok(Event::Init | Event::InitApply(_)) => {}
-                Err(error) => tracing::warn!(kind, %error, "NetworkPolicy enforcement watch failed; retrying"),
-            }
-        }
-    });
-    (reader, ready, task)
 }
 
 /// Only what enforcement reads is kept of each pod: no managed fields or annotations.
@@ -184,16 +124,6 @@ fn trim_meta<K: kube::Resource>(object: &mut K) {
     object.meta_mut().managed_fields = None;
 }
 
-struct Aborting(Vec<JoinHandle<()>>);
-
-impl Drop for Aborting {
-    fn drop(&mut self) {
-        for task in &self.0 {
-            task.abort();
-        }
-    }
-}
-
 struct Stores {
     policies: Store<NetworkPolicy>,
     pods: Store<Pod>,
@@ -210,43 +140,26 @@ async fn run_reporting(
     let config = Arc::new(config);
     let nft = Nft::new(config.nft_command.clone(), config.nft_timeout);
     let changed = Arc::new(Notify::new());
-    let (policies, policies_ready, policies_task) =
-        reflect_kind::<NetworkPolicy>(Api::all(client.clone()), changed.clone(), trim_meta);
-    let (pods, pods_ready, pods_task) = reflect_kind::<Pod>(Api::all(client.clone()), changed.clone(), trim_pod);
+    let what = "NetworkPolicy enforcement";
+    let (policies, policies_ready, policies_task) = reflect::<NetworkPolicy>(
+        Api::all(client.clone()),
+        watcher::Config::default(),
+        trim_meta,
+        changed.clone(),
+        what,
+    );
+    let (pods, pods_ready, pods_task) =
+        reflect::<Pod>(Api::all(client.clone()), watcher::Config::default(), trim_pod, changed.clone(), what);
     let (namespaces, namespaces_ready, namespaces_task) =
-        reflect_kind::<Namespace>(Api::all(client), changed.clone(), trim_meta);
+        reflect::<Namespace>(Api::all(client), watcher::Config::default(), trim_meta, changed.clone(), what);
     let _watches = Aborting(vec![policies_task, pods_task, namespaces_task]);
     let stores = Stores { policies, pods, namespaces };
     tracing::info!(node = %config.node_name, table = %config.table, "NetworkPolicy enforcement starting");
 
-    tokio::pin!(shutdown);
     // Syncing with policies but without their peers would cut allowed traffic.
-    let all_ready = async {
-        for mut ready in [policies_ready, pods_ready, namespaces_ready] {
-            let _ = ready.wait_for(|r| *r).await;
-        }
-    };
-    tokio::select! {
-        () = &mut shutdown => return remove_table(&nft, &config).await,
-        () = all_ready => {}
-    }
-
-    let mut state = LoopState::new(Instant::now());
-    loop {
-        let due = state.due(&config);
-        tokio::select! {
-            biased;
-            () = &mut shutdown => break,
-            () = tokio::time::sleep_until(due.into()) => {}
-            () = changed.notified() => {
-                state.dirty = true;
-                continue;
-            }
-        }
-        if let Some(report) = state.sync(&config, &nft, &stores).await {
-            reports.send_replace(Some(Arc::new(report)));
-        }
-    }
+    let ready = vec![policies_ready, pods_ready, namespaces_ready];
+    let start = || LoopState::new(config.clone(), nft.clone(), stores);
+    sync_loop::drive(shutdown, ready, &changed, start, &reports).await;
     remove_table(&nft, &config).await
 }
 
@@ -256,54 +169,52 @@ async fn remove_table(nft: &Nft, config: &NetpolConfig) -> Result<(), NetpolErro
     Ok(())
 }
 
-/// The sync loop's memory.
+/// The sync loop: what it reads and what it remembers.
 struct LoopState {
+    config: Arc<NetpolConfig>,
+    nft: Nft,
+    stores: Stores,
+    pacing: Pacing,
     /// What the last successful sync left in the kernel; None when unknown.
     applied: Option<Ruleset>,
     next_mode: SyncMode,
-    dirty: bool,
-    last_sync: Option<Instant>,
-    last_full: Instant,
-    retry_at: Option<Instant>,
     number: u64,
 }
 
 impl LoopState {
-    fn new(now: Instant) -> LoopState {
+    fn new(config: Arc<NetpolConfig>, nft: Nft, stores: Stores) -> LoopState {
         LoopState {
+            config,
+            nft,
+            stores,
+            pacing: Pacing::starting_now(),
             applied: None,
             next_mode: SyncMode::Full,
-            dirty: true,
-            last_sync: None,
-            last_full: now,
-            retry_at: None,
             number: 0,
         }
     }
+}
 
-    /// When the next sync should run: as soon as the minimum interval allows if
-    /// anything changed, else at the next retry or periodic rebuild.
-    fn due(&self, config: &NetpolConfig) -> Instant {
-        let now = Instant::now();
-        let earliest = self.last_sync.map_or(now, |t| t + config.min_sync_interval);
-        let mut due = self.last_full + config.full_sync_interval;
-        if self.dirty {
-            due = now;
-        }
-        if let Some(at) = self.retry_at {
-            due = due.min(at);
-        }
-        due.max(earliest)
+impl SyncLoop for LoopState {
+    type Report = SyncReport;
+
+    fn pacing(&mut self) -> &mut Pacing {
+        &mut self.pacing
     }
 
-    async fn sync(&mut self, config: &Arc<NetpolConfig>, nft: &Nft, stores: &Stores) -> Option<SyncReport> {
+    fn due(&self) -> Instant {
+        self.pacing.due(self.config.min_sync_interval, self.config.full_sync_interval, None)
+    }
+
+    async fn sync(&mut self) -> Option<SyncReport> {
+        let (config, nft, stores, pacing) = (&self.config, &self.nft, &self.stores, &mut self.pacing);
         let started = Instant::now();
         let mut mode = self.next_mode;
-        if started >= self.last_full + config.full_sync_interval {
+        if started >= pacing.last_full + config.full_sync_interval {
             mode = SyncMode::Full;
         }
-        self.dirty = false;
-        self.retry_at = None;
+        pacing.dirty = false;
+        pacing.retry_at = None;
 
         let (policies, pods, namespaces) = (stores.policies.state(), stores.pods.state(), stores.namespaces.state());
         let (cfg, applied) = (config.clone(), self.applied.take());
@@ -324,13 +235,13 @@ impl LoopState {
             Err(error) => {
                 tracing::error!(%error, "rendering NetworkPolicy rules failed; rebuilding the table next");
                 self.next_mode = SyncMode::Full;
-                self.retry_at = Some(Instant::now() + config.retry_interval);
+                pacing.retry_at = Some(Instant::now() + config.retry_interval);
                 return None;
             }
         };
         self.applied = applied;
         if plan.empty {
-            self.last_sync = Some(Instant::now());
+            pacing.last_sync = Some(Instant::now());
             return None;
         }
 
@@ -338,7 +249,7 @@ impl LoopState {
         let Plan { mode, script, .. } = plan;
         let result = nft.apply(&script).await;
         let duration = started.elapsed();
-        self.last_sync = Some(Instant::now());
+        pacing.last_sync = Some(Instant::now());
         metrics::SYNC_DURATION.with_label_values(&[mode.as_str()]).observe(duration.as_secs_f64());
         let report = SyncReport {
             number: self.number,
@@ -354,7 +265,7 @@ impl LoopState {
         match result {
             Ok(()) => {
                 if mode == SyncMode::Full {
-                    self.last_full = started;
+                    pacing.last_full = started;
                 }
                 metrics::POLICIES.set(gauge_value(report.policies));
                 metrics::RULES.set(gauge_value(report.rules));
@@ -364,27 +275,16 @@ impl LoopState {
                     let count = desired.sets.get(set).map_or(0, |s| s.elements.len());
                     metrics::ISOLATED.with_label_values(&[direction]).set(gauge_value(count));
                 }
-                let unix = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default();
-                metrics::LAST_SYNC.set(i64::try_from(unix.as_secs()).unwrap_or(i64::MAX));
-                if mode == SyncMode::Full {
-                    tracing::info!(
-                        mode = mode.as_str(),
-                        ?duration,
-                        policies = report.policies,
-                        rules = report.rules,
-                        elements = report.elements,
-                        "NetworkPolicy rules synced"
-                    );
-                } else {
-                    tracing::debug!(
-                        mode = mode.as_str(),
-                        ?duration,
-                        policies = report.policies,
-                        rules = report.rules,
-                        elements = report.elements,
-                        "NetworkPolicy rules synced"
-                    );
-                }
+                set_to_now(&metrics::LAST_SYNC);
+                log_sync!(
+                    mode == SyncMode::Full,
+                    mode = mode.as_str(),
+                    ?duration,
+                    policies = report.policies,
+                    rules = report.rules,
+                    elements = report.elements,
+                    "NetworkPolicy rules synced"
+                );
                 self.applied = Some(desired);
                 self.next_mode = SyncMode::Partial;
             }
@@ -393,14 +293,10 @@ impl LoopState {
                 // One transaction: a failure left the kernel as it was, but rebuild
                 // anyway in case it no longer looks as we think.
                 self.next_mode = SyncMode::Full;
-                self.retry_at = Some(Instant::now() + config.retry_interval);
+                pacing.retry_at = Some(Instant::now() + config.retry_interval);
                 tracing::warn!(mode = mode.as_str(), %error, retry_in = ?config.retry_interval, "NetworkPolicy rules sync failed");
             }
         }
         Some(report)
     }
-}
-
-fn gauge_value(n: usize) -> i64 {
-    i64::try_from(n).unwrap_or(i64::MAX)
 }

@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use crate::nft::check_table_name;
 use crate::proxy::Ipv4Cidr;
 
 /// The route protocol number marking krate's routes (`proto 75`, "K"): unassigned in
@@ -94,11 +95,7 @@ impl PodNetConfig {
     }
 
     pub(crate) fn validate(&self) -> Result<(), String> {
-        let table_ok = self.table.starts_with(|c: char| c.is_ascii_alphabetic())
-            && self.table.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c));
-        if !table_ok {
-            return Err(format!("table name {:?} is not a plain nft identifier", self.table));
-        }
+        check_table_name(&self.table)?;
         if self.node_name.is_empty() {
             return Err("node_name is empty".into());
         }

@@ -1,18 +1,11 @@
-//! The pod network's Prometheus metrics, in the default registry (so `krate`'s
-//! /metrics shows them). One loop runs per node, so they describe that one.
+//! The pod network's Prometheus metrics. One loop runs per node, so they describe that
+//! one.
 
 use std::sync::LazyLock;
 
-use prometheus::{Histogram, HistogramOpts, IntCounter, IntGauge};
+use prometheus::{Histogram, IntCounter, IntGauge};
 
-fn register<C: prometheus::core::Collector + Clone + 'static>(collector: C) -> C {
-    prometheus::default_registry().register(Box::new(collector.clone())).expect("metric registers once");
-    collector
-}
-
-fn gauge(name: &str, help: &str) -> IntGauge {
-    register(IntGauge::new(name, help).expect("valid metric"))
-}
+use crate::metrics_util::{counter, gauge, sync_duration};
 
 /// Routes to other nodes' podCIDRs in the kernel.
 pub static ROUTES: LazyLock<IntGauge> =
@@ -29,18 +22,11 @@ pub static SKIPPED_NODES: LazyLock<IntGauge> = LazyLock::new(|| {
     )
 });
 /// Syncs with any failed step.
-pub static SYNC_ERRORS: LazyLock<IntCounter> = LazyLock::new(|| {
-    register(
-        IntCounter::new("krate_podnet_sync_errors_total", "Pod network syncs with a failed step.")
-            .expect("valid metric"),
-    )
-});
+pub static SYNC_ERRORS: LazyLock<IntCounter> =
+    LazyLock::new(|| counter("krate_podnet_sync_errors_total", "Pod network syncs with a failed step."));
 /// Every sync.
-pub static SYNC_DURATION: LazyLock<Histogram> = LazyLock::new(|| {
-    let buckets = prometheus::exponential_buckets(0.001, 2.0, 15).expect("valid buckets");
-    let opts = HistogramOpts::new("krate_podnet_sync_duration_seconds", "Time taken by a pod network sync.");
-    register(Histogram::with_opts(opts.buckets(buckets)).expect("valid metric"))
-});
+pub static SYNC_DURATION: LazyLock<Histogram> =
+    LazyLock::new(|| sync_duration("krate_podnet_sync_duration_seconds", "Time taken by a pod network sync."));
 /// When the last sync without errors ended.
 pub static LAST_SYNC: LazyLock<IntGauge> = LazyLock::new(|| {
     gauge(

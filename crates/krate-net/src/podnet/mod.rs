@@ -42,8 +42,9 @@ mod tests;
 
 pub use config::{IpForward, KUBE_PROXY_MASQUERADE_MARK, PodNetConfig, ROUTE_PROTOCOL};
 pub use plan::{Desired, KernelRoutes, RoutePlan, RouteTarget, Skipped, covers, desired, internal_ip, plan, pod_cidr};
-pub use routes::{CommandError, Routes};
+pub use routes::Routes;
 pub use rules::render;
 pub use runner::{PodNetError, PodNetHandle, RouteFailure, SyncReport, cleanup, enable_ip_forward, run, start};
 
+pub use crate::command::CommandError;
 pub use crate::proxy::Ipv4Cidr;

@@ -1,63 +1,13 @@
-//! Running `ip` (and `sysctl`): listing our routes, replacing and deleting them one
+//! Running `ip`: listing our routes, replacing and deleting them one
 //! at a time, so one unreachable node fails alone.
 
 use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
-use std::process::Stdio;
 use std::time::Duration;
 
-use tokio::process::Command;
-
 use super::plan::KernelRoutes;
+use crate::command::{CommandError, run};
 use crate::proxy::Ipv4Cidr;
-
-#[derive(Debug, thiserror::Error)]
-pub enum CommandError {
-    #[error("no command configured")]
-    NoCommand,
-    #[error("could not run {command}: {source}")]
-    Spawn { command: String, source: std::io::Error },
-    #[error("{command} did not finish within {timeout:?}")]
-    Timeout { command: String, timeout: Duration },
-    #[error("{command} failed ({status}): {stderr}")]
-    Failed { command: String, status: std::process::ExitStatus, stderr: String },
-    #[error("{command} printed what is not a route list: {error}")]
-    Parse { command: String, error: String },
-}
-
-impl CommandError {
-    /// What the command said on stderr, when it ran and failed.
-    pub fn stderr(&self) -> Option<&str> {
-        match self {
-            CommandError::Failed { stderr, .. } => Some(stderr),
-            _ => None,
-        }
-    }
-}
-
-/// Runs `command` + `args` (no stdin), giving its standard output.
-pub async fn run(command: &[String], args: &[&str], timeout: Duration) -> Result<String, CommandError> {
-    let (program, prefix) = command.split_first().ok_or(CommandError::NoCommand)?;
-    let shown = || format!("{} {}", command.join(" "), args.join(" "));
-    let child = Command::new(program)
-        .args(prefix)
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .map_err(|source| CommandError::Spawn { command: shown(), source })?;
-    let output = tokio::time::timeout(timeout, child.wait_with_output())
-        .await
-        .map_err(|_| CommandError::Timeout { command: shown(), timeout })?
-        .map_err(|source| CommandError::Spawn { command: shown(), source })?;
-    if !output.status.success() {
-        let stderr = String::from_utf8_lossy(&output.stderr).trim().to_string();
-        return Err(CommandError::Failed { command: shown(), status: output.status, stderr });
-    }
-    Ok(String::from_utf8_lossy(&output.stdout).into_owned())
-}
 
 /// `ip` with its prefix, programming IPv4 routes of one protocol in the main table.
 #[derive(Clone, Debug)]
@@ -84,7 +34,7 @@ impl Routes {
         if ours_only {
             args.extend(["proto", self.protocol.as_str()]);
         }
-        let out = run(&self.command, &args, self.timeout).await?;
+        let out = run(&self.command, &args, None, self.timeout).await?;
         if out.trim().is_empty() {
             return Ok(Vec::new());
         }
@@ -106,7 +56,7 @@ impl Routes {
     pub async fn replace(&self, cidr: Ipv4Cidr, gateway: Ipv4Addr) -> Result<(), CommandError> {
         let (cidr, gateway) = (cidr.to_string(), gateway.to_string());
         let args = ["-4", "route", "replace", &cidr, "via", &gateway, "proto", &self.protocol, "table", "main"];
-        run(&self.command, &args, self.timeout).await.map(drop)
+        run(&self.command, &args, None, self.timeout).await.map(drop)
     }
 
     /// Deletes our route to `cidr` (only ours: the protocol is part of the match); one
@@ -114,7 +64,7 @@ impl Routes {
     pub async fn delete(&self, cidr: Ipv4Cidr) -> Result<(), CommandError> {
         let cidr = cidr.to_string();
         let args = ["-4", "route", "del", &cidr, "proto", &self.protocol, "table", "main"];
-        match run(&self.command, &args, self.timeout).await {
+        match run(&self.command, &args, None, self.timeout).await {
             Err(e) if e.stderr().is_some_and(|s| s.contains("No such process")) => Ok(()),
             other => other.map(drop),
         }

@@ -9,24 +9,25 @@ use std::collections::BTreeMap;
 use std::future::Future;
 use std::net::Ipv4Addr;
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
-use futures::StreamExt;
 use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::Node;
 use kube::Api;
-use kube::runtime::WatchStreamExt;
-use kube::runtime::reflector::{self, Store};
-use kube::runtime::watcher::{self, Event};
-use tokio::sync::{Notify, oneshot, watch};
-use tokio::task::JoinHandle;
+use kube::runtime::reflector::Store;
+use kube::runtime::watcher;
+use tokio::sync::{Notify, watch};
 
 use super::config::{IpForward, PodNetConfig};
 use super::metrics;
 use super::plan::{self, Desired, RouteTarget, Skipped};
-use super::routes::{self, CommandError, Routes};
+use super::routes::Routes;
 use super::rules;
-use crate::proxy::{Ipv4Cidr, Nft, NftError};
+use crate::command::{self, CommandError};
+use crate::metrics_util::{gauge_value, set_to_now};
+use crate::nft::{Nft, NftError};
+use crate::proxy::Ipv4Cidr;
+use crate::sync_loop::{self, Aborting, LoopHandle, Pacing, SyncLoop, reflect};
 
 #[derive(Debug, thiserror::Error)]
 pub enum PodNetError {
@@ -83,10 +84,8 @@ type Callback = Arc<dyn Fn(String) -> BoxFuture<'static, Result<(), String>> + S
 /// A running pod network. `stop` removes its routes and table; dropping the handle
 /// stops it too, in the background.
 pub struct PodNetHandle {
-    stop: Option<oneshot::Sender<()>>,
-    task: JoinHandle<Result<(), PodNetError>>,
+    running: LoopHandle<SyncReport, PodNetError>,
     pod_cidr: watch::Receiver<Option<Ipv4Cidr>>,
-    reports: watch::Receiver<Option<Arc<SyncReport>>>,
 }
 
 impl PodNetHandle {
@@ -104,22 +103,12 @@ impl PodNetHandle {
 
     /// The latest sync's report (None before the first).
     pub fn reports(&self) -> watch::Receiver<Option<Arc<SyncReport>>> {
-        self.reports.clone()
+        self.running.reports()
     }
 
     /// Stops, deleting this loop's routes and table.
-    pub async fn stop(mut self) -> Result<(), PodNetError> {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        (&mut self.task).await.map_err(|e| PodNetError::Task(e.to_string()))?
-    }
-}
-
-impl Drop for PodNetHandle {
-    fn drop(&mut self) {
-        // Dropping the sender is the stop signal; the task cleans up on its own.
-        self.stop.take();
+    pub async fn stop(self) -> Result<(), PodNetError> {
+        self.running.stop(PodNetError::Task).await
     }
 }
 
@@ -143,14 +132,11 @@ where
     Fut: Future<Output = Result<(), E>> + Send + 'static,
     E: std::fmt::Display,
 {
-    let (stop, stopped) = oneshot::channel::<()>();
-    let (reports_tx, reports) = watch::channel(None);
     let (pod_cidr_tx, pod_cidr) = watch::channel(None);
-    let shutdown = async move {
-        let _ = stopped.await;
-    };
-    let task = tokio::spawn(run_reporting(client, config, boxed(on_pod_cidr), shutdown, reports_tx, pod_cidr_tx));
-    PodNetHandle { stop: Some(stop), task, pod_cidr, reports }
+    let running = LoopHandle::spawn(|shutdown, reports| {
+        run_reporting(client, config, boxed(on_pod_cidr), shutdown, reports, pod_cidr_tx)
+    });
+    PodNetHandle { running, pod_cidr }
 }
 
 /// Runs the pod network until `shutdown` completes, then deletes its routes and table.
@@ -196,42 +182,10 @@ pub async fn enable_ip_forward(how: &IpForward, timeout: Duration) -> Result<(),
             }
         }
         IpForward::Sysctl(command) => {
-            routes::run(command, &["-w", "net.ipv4.ip_forward=1"], timeout).await.map(drop).map_err(|e| e.to_string())
+            let args = ["-w", "net.ipv4.ip_forward=1"];
+            command::run(command, &args, None, timeout).await.map(drop).map_err(|e| e.to_string())
         }
     }
-}
-
-struct Aborting(Vec<JoinHandle<()>>);
-
-impl Drop for Aborting {
-    fn drop(&mut self) {
-        for task in &self.0 {
-            task.abort();
-        }
-    }
-}
-
-/// The Nodes' reflector, marked ready after each complete list, nudging the sync loop
-/// on every change.
-fn reflect_nodes(api: Api<Node>, changed: Arc<Notify>) -> (Store<Node>, watch::Receiver<bool>, JoinHandle<()>) {
-    let (reader, writer) = reflector::store();
-    let (ready_tx, ready) = watch::channel(false);
-    let task = tokio::spawn(async move {
-        let mut events =
-            reflector::reflector(writer, watcher::watcher(api, watcher::Config::default()).default_backoff()).boxed();
-        while let Some(event) = events.next().await {
-            match event {
-                Ok(Event::InitDone) => {
-                    ready_tx.send_replace(true);
-                    changed.notify_one();
-                }
-                Ok(Event::Apply(_) | Event::Delete(_)) => changed.notify_one(),
-                Ok(Event::Init | Event::InitApply(_)) => {}
-                Err(error) => tracing::warn!(%error, "pod network's node watch failed; retrying"),
-            }
-        }
-    });
-    (reader, ready, task)
 }
 
 /// Hands each new podCIDR of this node to the callback, retrying failures, and
@@ -281,7 +235,8 @@ async fn run_reporting(
     config.validate().map_err(PodNetError::Config)?;
     let config = Arc::new(config);
     let changed = Arc::new(Notify::new());
-    let (nodes, mut ready, nodes_task) = reflect_nodes(Api::all(client), changed.clone());
+    let (nodes, ready, nodes_task) =
+        reflect::<Node>(Api::all(client), watcher::Config::default(), |_| {}, changed.clone(), "pod network's node");
     let (wanted_tx, wanted) = watch::channel(None);
     let callback_task = tokio::spawn(own_pod_cidr(wanted, callback, accepted, config.retry_interval));
     let watches = Aborting(vec![nodes_task, callback_task]);
@@ -293,45 +248,23 @@ async fn run_reporting(
         "pod network starting"
     );
 
-    tokio::pin!(shutdown);
     // Until the Nodes are listed, every route of ours would look stale.
-    tokio::select! {
-        () = &mut shutdown => {
-            drop(watches);
-            return cleanup(&config).await;
-        }
-        () = async { let _ = ready.wait_for(|r| *r).await; } => {}
-    }
-
-    let mut state = LoopState::new(&config, Instant::now());
-    loop {
-        let due = state.due(&config);
-        tokio::select! {
-            biased;
-            () = &mut shutdown => break,
-            () = tokio::time::sleep_until(due.into()) => {}
-            () = changed.notified() => {
-                state.dirty = true;
-                continue;
-            }
-        }
-        if let Some(report) = state.sync(&config, &nodes, &wanted_tx).await {
-            reports.send_replace(Some(Arc::new(report)));
-        }
-    }
+    let start = || LoopState::new(config.clone(), nodes, wanted_tx);
+    sync_loop::drive(shutdown, vec![ready], &changed, start, &reports).await;
     drop(watches);
     cleanup(&config).await
 }
 
-/// The sync loop's memory.
+/// The sync loop: what it reads and what it remembers.
 struct LoopState {
+    config: Arc<PodNetConfig>,
+    nodes: Store<Node>,
+    /// This node's podCIDR, for the callback's task.
+    wanted: watch::Sender<Option<Ipv4Cidr>>,
     routes: Routes,
     nft: Nft,
     number: u64,
-    dirty: bool,
-    last_sync: Option<Instant>,
-    last_full: Instant,
-    retry_at: Option<Instant>,
+    pacing: Pacing,
     /// What the last sync worked towards.
     last_desired: Option<Desired>,
     /// The table script last applied without error.
@@ -342,51 +275,46 @@ struct LoopState {
 }
 
 impl LoopState {
-    fn new(config: &PodNetConfig, now: Instant) -> LoopState {
+    fn new(config: Arc<PodNetConfig>, nodes: Store<Node>, wanted: watch::Sender<Option<Ipv4Cidr>>) -> LoopState {
         LoopState {
             routes: Routes::new(config.ip_command.clone(), config.route_protocol, config.command_timeout),
             nft: Nft::new(config.nft_command.clone(), config.command_timeout),
+            config,
+            nodes,
+            wanted,
             number: 0,
-            dirty: true,
-            last_sync: None,
-            last_full: now,
-            retry_at: None,
+            pacing: Pacing::starting_now(),
             last_desired: None,
             table: None,
             forwarding: false,
             failing: BTreeMap::new(),
         }
     }
+}
 
-    /// When the next sync should run: as soon as the minimum interval allows after a
-    /// change, else at the next retry or periodic resync.
-    fn due(&self, config: &PodNetConfig) -> Instant {
-        let now = Instant::now();
-        let earliest = self.last_sync.map_or(now, |t| t + config.min_sync_interval);
-        let mut due = self.last_full + config.resync_interval;
-        if self.dirty {
-            due = now;
-        }
-        if let Some(retry) = self.retry_at {
-            due = due.min(retry);
-        }
-        due.max(earliest)
+impl SyncLoop for LoopState {
+    type Report = SyncReport;
+
+    fn pacing(&mut self) -> &mut Pacing {
+        &mut self.pacing
     }
 
-    async fn sync(
-        &mut self,
-        config: &PodNetConfig,
-        nodes: &Store<Node>,
-        wanted: &watch::Sender<Option<Ipv4Cidr>>,
-    ) -> Option<SyncReport> {
+    fn due(&self) -> Instant {
+        self.pacing.due(self.config.min_sync_interval, self.config.resync_interval, None)
+    }
+
+    async fn sync(&mut self) -> Option<SyncReport> {
+        // Its own handle on the config, so the steps below may borrow `self` mutably.
+        let config = self.config.clone();
+        let config = &*config;
         let started = Instant::now();
-        self.dirty = false;
-        let resync = started >= self.last_full + config.resync_interval;
-        let retry = self.retry_at.is_some_and(|at| started >= at);
+        self.pacing.dirty = false;
+        let resync = started >= self.pacing.last_full + config.resync_interval;
+        let retry = self.pacing.retry_at.is_some_and(|at| started >= at);
         let forced = resync || retry || self.last_desired.is_none();
 
-        let desired = plan::desired(nodes.state().iter().map(AsRef::as_ref), config);
-        wanted.send_if_modified(|own| {
+        let desired = plan::desired(self.nodes.state().iter().map(AsRef::as_ref), config);
+        self.wanted.send_if_modified(|own| {
             let changed = *own != desired.own_pod_cidr && desired.own_pod_cidr.is_some();
             if changed {
                 *own = desired.own_pod_cidr;
@@ -394,13 +322,13 @@ impl LoopState {
             changed
         });
         if !forced && self.last_desired.as_ref() == Some(&desired) {
-            self.last_sync = Some(started);
+            self.pacing.last_sync = Some(started);
             return None;
         }
         if resync {
-            self.last_full = started;
+            self.pacing.last_full = started;
         }
-        self.retry_at = None;
+        self.pacing.retry_at = None;
         self.number += 1;
         let mut errors = Vec::new();
 
@@ -448,7 +376,9 @@ impl LoopState {
         self.finish(config, desired, &report);
         Some(report)
     }
+}
 
+impl LoopState {
     async fn reconcile(
         &mut self,
         desired: &Desired,
@@ -498,7 +428,7 @@ impl LoopState {
     }
 
     fn finish(&mut self, config: &PodNetConfig, desired: Desired, report: &SyncReport) {
-        self.last_sync = Some(Instant::now());
+        self.pacing.last_sync = Some(Instant::now());
         metrics::SYNC_DURATION.observe(report.duration.as_secs_f64());
         metrics::ROUTES.set(gauge_value(report.routes.len()));
         metrics::ROUTE_FAILURES.set(gauge_value(report.failed.len()));
@@ -535,16 +465,11 @@ impl LoopState {
             tracing::warn!(%error, retry_in = ?config.retry_interval, "pod network sync step failed");
         }
         if report.ok() {
-            let unix = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default();
-            metrics::LAST_SYNC.set(i64::try_from(unix.as_secs()).unwrap_or(i64::MAX));
+            set_to_now(&metrics::LAST_SYNC);
         } else {
             metrics::SYNC_ERRORS.inc();
-            self.retry_at = Some(Instant::now() + config.retry_interval);
+            self.pacing.retry_at = Some(Instant::now() + config.retry_interval);
         }
         self.last_desired = Some(desired);
     }
-}
-
-fn gauge_value(n: usize) -> i64 {
-    i64::try_from(n).unwrap_or(i64::MAX)
 }

@@ -38,6 +38,18 @@ const FIREWALL_CHECK: &str = "firewall-check";
 const CLUSTER_IPS_CHECK: &str = "cluster-ips-check";
 const NODEPORT_IPS: &str = "nodeport-ips";
 
+/// The skeleton's chains on no hook: the base chains jump to them.
+const REGULAR_CHAINS: [&str; 8] = [
+    SERVICES,
+    MASQUERADING,
+    SERVICE_ENDPOINTS_CHECK,
+    NODEPORT_ENDPOINTS_CHECK,
+    FIREWALL_CHECK,
+    CLUSTER_IPS_CHECK,
+    MARK_MASQ_CHAIN,
+    REJECT_CHAIN,
+];
+
 /// (from, extra match, to): the jumps from base chains to the dispatch chains.
 const JUMPS: [(&str, &str, &str); 11] = [
     ("filter-input", "ct state new ", NODEPORT_ENDPOINTS_CHECK),
@@ -55,18 +67,7 @@ const JUMPS: [(&str, &str, &str); 11] = [
 
 /// The names of the fixed chains, so stale-chain bookkeeping never touches them.
 pub fn is_fixed_chain(name: &str) -> bool {
-    BASE_CHAINS.iter().any(|(n, ..)| *n == name)
-        || [
-            SERVICES,
-            MASQUERADING,
-            SERVICE_ENDPOINTS_CHECK,
-            NODEPORT_ENDPOINTS_CHECK,
-            FIREWALL_CHECK,
-            CLUSTER_IPS_CHECK,
-            MARK_MASQ_CHAIN,
-            REJECT_CHAIN,
-        ]
-        .contains(&name)
+    BASE_CHAINS.iter().any(|(n, ..)| *n == name) || REGULAR_CHAINS.contains(&name)
 }
 
 /// Creates (or, if present, empties and refills) the skeleton. Emptying the maps is
@@ -77,16 +78,7 @@ pub fn write(script: &mut Script, config: &ProxyConfig, flush_containers: bool) 
         script.add_base_chain(name, kind, hook, priority);
         script.flush_chain(name);
     }
-    for name in [
-        SERVICES,
-        MASQUERADING,
-        SERVICE_ENDPOINTS_CHECK,
-        NODEPORT_ENDPOINTS_CHECK,
-        FIREWALL_CHECK,
-        CLUSTER_IPS_CHECK,
-        MARK_MASQ_CHAIN,
-        REJECT_CHAIN,
-    ] {
+    for name in REGULAR_CHAINS {
         script.add_chain(name);
         script.flush_chain(name);
     }

@@ -1,43 +1,25 @@
-//! The proxy's Prometheus metrics, in the default registry (so `krate`'s /metrics
-//! shows them), named as kube-proxy's where it has one.
+//! The proxy's Prometheus metrics, named as kube-proxy's where it has one.
 
 use std::sync::LazyLock;
 
-use prometheus::{Histogram, HistogramOpts, IntCounter, IntGauge, IntGaugeVec, Opts};
+use prometheus::{Histogram, IntCounter, IntGauge, IntGaugeVec, Opts};
 
-fn register<C: prometheus::core::Collector + Clone + 'static>(collector: C) -> C {
-    prometheus::default_registry().register(Box::new(collector.clone())).expect("metric registers once");
-    collector
-}
-
-fn histogram(name: &str, help: &str) -> Histogram {
-    // kube-proxy's buckets: 1 ms doubling to about 16 s.
-    let buckets = prometheus::exponential_buckets(0.001, 2.0, 15).expect("valid buckets");
-    register(Histogram::with_opts(HistogramOpts::new(name, help).buckets(buckets)).expect("valid metric"))
-}
-
-fn gauge(name: &str, help: &str) -> IntGauge {
-    register(IntGauge::new(name, help).expect("valid metric"))
-}
+use crate::metrics_util::{counter, gauge, register, sync_duration};
 
 /// Every sync: render, diff and `nft -f`.
 pub static SYNC_DURATION: LazyLock<Histogram> =
-    LazyLock::new(|| histogram("kubeproxy_sync_proxy_rules_duration_seconds", "Time taken by a proxy rules sync."));
+    LazyLock::new(|| sync_duration("kubeproxy_sync_proxy_rules_duration_seconds", "Time taken by a proxy rules sync."));
 /// Full syncs (including a table rebuild).
 pub static FULL_SYNC_DURATION: LazyLock<Histogram> = LazyLock::new(|| {
-    histogram("kubeproxy_sync_full_proxy_rules_duration_seconds", "Time taken by a full proxy rules sync.")
+    sync_duration("kubeproxy_sync_full_proxy_rules_duration_seconds", "Time taken by a full proxy rules sync.")
 });
 /// Partial syncs.
 pub static PARTIAL_SYNC_DURATION: LazyLock<Histogram> = LazyLock::new(|| {
-    histogram("kubeproxy_sync_partial_proxy_rules_duration_seconds", "Time taken by a partial proxy rules sync.")
+    sync_duration("kubeproxy_sync_partial_proxy_rules_duration_seconds", "Time taken by a partial proxy rules sync.")
 });
 /// Syncs `nft` refused or that could not run.
-pub static SYNC_FAILURES: LazyLock<IntCounter> = LazyLock::new(|| {
-    register(
-        IntCounter::new("kubeproxy_sync_proxy_rules_nftables_sync_failures_total", "Failed nftables syncs.")
-            .expect("valid metric"),
-    )
-});
+pub static SYNC_FAILURES: LazyLock<IntCounter> =
+    LazyLock::new(|| counter("kubeproxy_sync_proxy_rules_nftables_sync_failures_total", "Failed nftables syncs."));
 /// When the last successful sync ended.
 pub static LAST_SYNC: LazyLock<IntGauge> = LazyLock::new(|| {
     gauge("kubeproxy_sync_proxy_rules_last_timestamp_seconds", "When the last successful sync ended (Unix time).")

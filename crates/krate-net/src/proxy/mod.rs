@@ -10,13 +10,12 @@
 //! proxy.stop().await?; // deletes the table
 //! ```
 //!
-//! The pieces, each a pure step but the last two: `snapshot` (API objects → service
+//! The pieces, each a pure step but the last: `snapshot` (API objects → service
 //! ports and endpoints), `categorize` (which endpoints each traffic policy uses),
 //! `render` (→ desired chains and map elements), `base` (the fixed skeleton), `diff`
-//! (→ a full or partial script), `apply` (running `nft`), `runner` (reflectors,
-//! batching, retries).
+//! (→ a full or partial script), `runner` (reflectors, batching, retries; `nft` runs
+//! through the crate's `Nft`).
 
-mod apply;
 mod base;
 mod categorize;
 mod config;
@@ -31,10 +30,11 @@ mod snapshot;
 #[cfg(test)]
 mod tests;
 
-pub use apply::{Nft, NftError};
 pub use categorize::{Categorized, categorize};
 pub use config::{InvalidCidr, Ipv4Cidr, ProxyConfig};
 pub use diff::{Applied, Plan, SyncMode, plan};
 pub use render::{Container, Ruleset, render};
 pub use runner::{ProxyError, ProxyHandle, SyncReport, cleanup, run, start};
 pub use snapshot::{Endpoint, Protocol, SERVICE_NAME_LABEL, ServicePort, ServicePortName, Snapshot};
+
+pub use crate::nft::{Nft, NftError};

@@ -5,24 +5,23 @@
 
 use std::future::Future;
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
-use futures::StreamExt;
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::Api;
-use kube::runtime::WatchStreamExt;
-use kube::runtime::reflector::{self, Store};
-use kube::runtime::watcher::{self, Event};
-use tokio::sync::{Notify, oneshot, watch};
-use tokio::task::JoinHandle;
+use kube::runtime::reflector::Store;
+use kube::runtime::watcher;
+use tokio::sync::{Notify, watch};
 
-use super::apply::{Nft, NftError};
 use super::config::ProxyConfig;
 use super::diff::{self, Applied, Plan, SyncMode};
 use super::metrics;
 use super::render::render;
 use super::snapshot::Snapshot;
+use crate::metrics_util::{gauge_value, set_to_now};
+use crate::nft::{Nft, NftError, check_table_name};
+use crate::sync_loop::{self, Aborting, LoopHandle, Pacing, SyncLoop, log_sync, reflect};
 
 /// Objects another proxy implementation claims, and headless services' slices, are
 /// not ours (kube-proxy's own informer selector).
@@ -59,47 +58,23 @@ pub struct SyncReport {
 
 /// A running proxy. `stop` removes its table; dropping the handle stops it too, in
 /// the background.
-pub struct ProxyHandle {
-    stop: Option<oneshot::Sender<()>>,
-    task: JoinHandle<Result<(), ProxyError>>,
-    reports: watch::Receiver<Option<Arc<SyncReport>>>,
-}
+pub struct ProxyHandle(LoopHandle<SyncReport, ProxyError>);
 
 impl ProxyHandle {
     /// The latest sync's report (None before the first).
     pub fn reports(&self) -> watch::Receiver<Option<Arc<SyncReport>>> {
-        self.reports.clone()
+        self.0.reports()
     }
 
     /// Stops syncing and deletes the table.
-    pub async fn stop(mut self) -> Result<(), ProxyError> {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        (&mut self.task).await.map_err(|e| ProxyError::Task(e.to_string()))?
-    }
-}
-
-impl Drop for ProxyHandle {
-    fn drop(&mut self) {
-        // Dropping the sender is the stop signal; the task cleans up on its own.
-        self.stop.take();
+    pub async fn stop(self) -> Result<(), ProxyError> {
+        self.0.stop(ProxyError::Task).await
     }
 }
 
 /// Starts the proxy on the current Tokio runtime.
 pub fn start(client: kube::Client, config: ProxyConfig) -> ProxyHandle {
-    let (stop, stopped) = oneshot::channel::<()>();
-    let (reports_tx, reports) = watch::channel(None);
-    let task = tokio::spawn(run_reporting(
-        client,
-        config,
-        async move {
-            let _ = stopped.await;
-        },
-        reports_tx,
-    ));
-    ProxyHandle { stop: Some(stop), task, reports }
+    ProxyHandle(LoopHandle::spawn(|shutdown, reports| run_reporting(client, config, shutdown, reports)))
 }
 
 /// Runs the proxy until `shutdown` completes, then deletes its table.
@@ -117,11 +92,7 @@ pub async fn cleanup(config: &ProxyConfig) -> Result<(), NftError> {
 }
 
 fn validate(config: &ProxyConfig) -> Result<(), ProxyError> {
-    let table_ok = config.table.starts_with(|c: char| c.is_ascii_alphabetic())
-        && config.table.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c));
-    if !table_ok {
-        return Err(ProxyError::Config(format!("table name {:?} is not a plain nft identifier", config.table)));
-    }
+    check_table_name(&config.table).map_err(ProxyError::Config)?;
     if config.nft_command.is_empty() {
         return Err(ProxyError::Config("nft_command is empty".into()));
     }
@@ -134,43 +105,6 @@ fn validate(config: &ProxyConfig) -> Result<(), ProxyError> {
     Ok(())
 }
 
-/// One kind's reflector: its store, marked ready after each complete list, with a
-/// nudge to the sync loop on every change.
-fn reflect_kind<K>(api: Api<K>, changed: Arc<Notify>) -> (Store<K>, watch::Receiver<bool>, JoinHandle<()>)
-where
-    K: kube::Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
-{
-    let (reader, writer) = reflector::store();
-    let (ready_tx, ready) = watch::channel(false);
-    let task = tokio::spawn(async move {
-        let kind = K::kind(&()).to_string();
-        let config = watcher::Config::default().labels(SELECTOR);
-        let mut events = reflector::reflector(writer, watcher::watcher(api, config).default_backoff()).boxed();
-        while let Some(event) = events.next().await {
-            match event {
-                Ok(Event::InitDone) => {
-                    ready_tx.send_replace(true);
-                    changed.notify_one();
-                }
-                Ok(Event::Apply(_) | Event::Delete(_)) => changed.notify_one(),
-                Ok(Event::Init | Event::InitApply(_)) => {}
-                Err(error) => tracing::warn!(kind, %error, "proxy watch failed; retrying"),
-            }
-        }
-    });
-    (reader, ready, task)
-}
-
-struct Aborting(Vec<JoinHandle<()>>);
-
-impl Drop for Aborting {
-    fn drop(&mut self) {
-        for task in &self.0 {
-            task.abort();
-        }
-    }
-}
-
 async fn run_reporting(
     client: kube::Client,
     config: ProxyConfig,
@@ -181,40 +115,18 @@ async fn run_reporting(
     let config = Arc::new(config);
     let nft = Nft::new(config.nft_command.clone(), config.nft_timeout);
     let changed = Arc::new(Notify::new());
-    let (services, services_ready, services_task) = reflect_kind::<Service>(Api::all(client.clone()), changed.clone());
-    let (slices, slices_ready, slices_task) = reflect_kind::<EndpointSlice>(Api::all(client), changed.clone());
+    let ours = || watcher::Config::default().labels(SELECTOR);
+    let (services, services_ready, services_task) =
+        reflect::<Service>(Api::all(client.clone()), ours(), |_| {}, changed.clone(), "proxy");
+    let (slices, slices_ready, slices_task) =
+        reflect::<EndpointSlice>(Api::all(client), ours(), |_| {}, changed.clone(), "proxy");
     let _watches = Aborting(vec![services_task, slices_task]);
     tracing::info!(node = %config.node_name, table = %config.table, "service proxy starting");
 
-    tokio::pin!(shutdown);
     // Syncing before both lists are in would briefly reject traffic to services
     // whose endpoints are not yet known.
-    let both_ready = async {
-        let (mut a, mut b) = (services_ready, slices_ready);
-        let _ = a.wait_for(|r| *r).await;
-        let _ = b.wait_for(|r| *r).await;
-    };
-    tokio::select! {
-        () = &mut shutdown => return remove_table(&nft, &config).await,
-        () = both_ready => {}
-    }
-
-    let mut state = LoopState::new(Instant::now());
-    loop {
-        let due = state.due(&config);
-        tokio::select! {
-            biased;
-            () = &mut shutdown => break,
-            () = tokio::time::sleep_until(due.into()) => {}
-            () = changed.notified() => {
-                state.dirty = true;
-                continue;
-            }
-        }
-        if let Some(report) = state.sync(&config, &nft, &services, &slices).await {
-            reports.send_replace(Some(Arc::new(report)));
-        }
-    }
+    let start = || LoopState::new(config.clone(), nft.clone(), services, slices);
+    sync_loop::drive(shutdown, vec![services_ready, slices_ready], &changed, start, &reports).await;
     remove_table(&nft, &config).await
 }
 
@@ -224,61 +136,58 @@ async fn remove_table(nft: &Nft, config: &ProxyConfig) -> Result<(), ProxyError>
     Ok(())
 }
 
-/// The sync loop's memory.
+/// The sync loop: what it reads and what it remembers.
 struct LoopState {
+    config: Arc<ProxyConfig>,
+    nft: Nft,
+    services: Store<Service>,
+    slices: Store<EndpointSlice>,
+    pacing: Pacing,
     applied: Applied,
     next_mode: SyncMode,
-    dirty: bool,
-    last_sync: Option<Instant>,
-    last_full: Instant,
-    retry_at: Option<Instant>,
     number: u64,
 }
 
 impl LoopState {
-    fn new(now: Instant) -> LoopState {
+    fn new(config: Arc<ProxyConfig>, nft: Nft, services: Store<Service>, slices: Store<EndpointSlice>) -> LoopState {
         LoopState {
+            config,
+            nft,
+            services,
+            slices,
+            pacing: Pacing::starting_now(),
             applied: Applied::default(),
             next_mode: SyncMode::Recreate,
-            dirty: true,
-            last_sync: None,
-            last_full: now,
-            retry_at: None,
             number: 0,
         }
     }
+}
 
-    /// When the next sync should run: as soon as the minimum interval allows if
-    /// anything changed, else at the next retry, stale-chain deletion or full resync.
-    fn due(&self, config: &ProxyConfig) -> Instant {
-        let now = Instant::now();
-        let earliest = self.last_sync.map_or(now, |t| t + config.min_sync_interval);
-        let mut due = self.last_full + config.full_sync_interval;
-        if self.dirty {
-            due = now;
-        }
-        for at in [self.retry_at, self.applied.next_stale_deletion(config)].into_iter().flatten() {
-            due = due.min(at);
-        }
-        due.max(earliest)
+impl SyncLoop for LoopState {
+    type Report = SyncReport;
+
+    fn pacing(&mut self) -> &mut Pacing {
+        &mut self.pacing
     }
 
-    async fn sync(
-        &mut self,
-        config: &Arc<ProxyConfig>,
-        nft: &Nft,
-        services: &Store<Service>,
-        slices: &Store<EndpointSlice>,
-    ) -> Option<SyncReport> {
+    /// Besides changes, retries and full resyncs, stale chains are due for deletion.
+    fn due(&self) -> Instant {
+        let config = &self.config;
+        let stale = self.applied.next_stale_deletion(config);
+        self.pacing.due(config.min_sync_interval, config.full_sync_interval, stale)
+    }
+
+    async fn sync(&mut self) -> Option<SyncReport> {
+        let (config, nft, pacing) = (&self.config, &self.nft, &mut self.pacing);
         let started = Instant::now();
         let mut mode = self.next_mode;
-        if mode == SyncMode::Partial && started >= self.last_full + config.full_sync_interval {
+        if mode == SyncMode::Partial && started >= pacing.last_full + config.full_sync_interval {
             mode = SyncMode::Full;
         }
-        self.dirty = false;
-        self.retry_at = None;
+        pacing.dirty = false;
+        pacing.retry_at = None;
 
-        let (services, slices, cfg) = (services.state(), slices.state(), config.clone());
+        let (services, slices, cfg) = (self.services.state(), self.slices.state(), config.clone());
         let applied = std::mem::take(&mut self.applied);
         // Rendering thousands of services is CPU work: off the async threads.
         let planned = tokio::task::spawn_blocking(move || {
@@ -293,13 +202,13 @@ impl LoopState {
             Err(error) => {
                 tracing::error!(%error, "rendering proxy rules failed; rebuilding the table next");
                 self.next_mode = SyncMode::Recreate;
-                self.retry_at = Some(Instant::now() + config.retry_interval);
+                pacing.retry_at = Some(Instant::now() + config.retry_interval);
                 return None;
             }
         };
         self.applied = applied;
         if plan.empty {
-            self.last_sync = Some(Instant::now());
+            pacing.last_sync = Some(Instant::now());
             return None;
         }
 
@@ -307,7 +216,7 @@ impl LoopState {
         let Plan { script, next, .. } = plan;
         let result = nft.apply(&script).await;
         let duration = started.elapsed();
-        self.last_sync = Some(Instant::now());
+        pacing.last_sync = Some(Instant::now());
         metrics::SYNC_DURATION.observe(duration.as_secs_f64());
         let desired = &next.rules;
         let report = SyncReport {
@@ -326,7 +235,7 @@ impl LoopState {
                     metrics::PARTIAL_SYNC_DURATION.observe(duration.as_secs_f64());
                 } else {
                     metrics::FULL_SYNC_DURATION.observe(duration.as_secs_f64());
-                    self.last_full = started;
+                    pacing.last_full = started;
                 }
                 metrics::CHAINS.set(gauge_value(report.chains));
                 metrics::RULES.set(gauge_value(report.rules));
@@ -337,26 +246,15 @@ impl LoopState {
                 metrics::NO_LOCAL_ENDPOINTS
                     .with_label_values(&["external"])
                     .set(gauge_value(desired.no_local_external));
-                let unix = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default();
-                metrics::LAST_SYNC.set(i64::try_from(unix.as_secs()).unwrap_or(i64::MAX));
-                let level_info = mode != SyncMode::Partial;
-                if level_info {
-                    tracing::info!(
-                        mode = mode.as_str(),
-                        ?duration,
-                        chains = report.chains,
-                        rules = report.rules,
-                        "proxy rules synced"
-                    );
-                } else {
-                    tracing::debug!(
-                        mode = mode.as_str(),
-                        ?duration,
-                        chains = report.chains,
-                        rules = report.rules,
-                        "proxy rules synced"
-                    );
-                }
+                set_to_now(&metrics::LAST_SYNC);
+                log_sync!(
+                    mode != SyncMode::Partial,
+                    mode = mode.as_str(),
+                    ?duration,
+                    chains = report.chains,
+                    rules = report.rules,
+                    "proxy rules synced"
+                );
                 self.applied = next;
                 self.next_mode = SyncMode::Partial;
             }
@@ -365,14 +263,10 @@ impl LoopState {
                 // A failed partial sync is retried in full; a failed full one by
                 // rebuilding the table, in case it no longer looks as we think.
                 self.next_mode = if mode == SyncMode::Partial { SyncMode::Full } else { SyncMode::Recreate };
-                self.retry_at = Some(Instant::now() + config.retry_interval);
+                pacing.retry_at = Some(Instant::now() + config.retry_interval);
                 tracing::warn!(mode = mode.as_str(), %error, retry_in = ?config.retry_interval, "proxy rules sync failed");
             }
         }
         Some(report)
     }
-}
-
-fn gauge_value(n: usize) -> i64 {
-    i64::try_from(n).unwrap_or(i64::MAX)
 }

@@ -11,23 +11,21 @@
 //! (its traffic still passes this node's bridge, so only its own node would police
 //! it; here it is just a peer).
 
-use std::fs::File;
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::os::fd::AsRawFd;
+use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Namespace, Pod, ServiceAccount};
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
 use krate_api::user::UserInfo;
-use krate_net::netpol::{self, NetpolConfig, NetpolHandle, Snapshot, SyncMode, SyncReport};
-use krate_net::proxy::Nft;
+use krate_net::netpol::{self, NetpolConfig, Snapshot, SyncMode};
 use krate_testkit::{TestCluster, eventually};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
+
+use crate::history::History;
+use crate::netns::{Netns, Servers};
 
 const WAIT: Duration = Duration::from_secs(30);
 const NODE_NAME: &str = "node-a";
@@ -37,125 +35,6 @@ const TABLE: &str = "krate-netpol";
 const PORTS: [u16; 5] = [80, 8080, 32000, 32768, 32769];
 /// The node serves this on its bridge address.
 const NODE_PORT: u16 = 9000;
-
-fn run(args: &[&str]) {
-    let out = std::process::Command::new(args[0]).args(&args[1..]).output().unwrap_or_else(|e| panic!("{args:?}: {e}"));
-    assert!(out.status.success(), "{args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
-}
-
-/// A network namespace of this test's own, deleted on drop.
-struct Netns {
-    name: String,
-}
-
-impl Netns {
-    fn new(tag: &str) -> Netns {
-        static COUNT: AtomicUsize = AtomicUsize::new(0);
-        let name = format!("np{}-{}-{tag}", std::process::id(), COUNT.fetch_add(1, Ordering::Relaxed));
-        let out = std::process::Command::new("ip").args(["netns", "add", &name]).output();
-        match out {
-            Ok(out) if out.status.success() => {}
-            Ok(out) => panic!(
-                "the NetworkPolicy tests need root and network namespaces, but `ip netns add {name}` failed: {}",
-                String::from_utf8_lossy(&out.stderr).trim()
-            ),
-            Err(e) => panic!("the NetworkPolicy tests need iproute2's `ip`: {e}"),
-        }
-        let ns = Netns { name };
-        ns.ip(&["link", "set", "lo", "up"]);
-        ns
-    }
-
-    fn ip(&self, args: &[&str]) {
-        let mut all = vec!["ip", "-n", &self.name];
-        all.extend_from_slice(args);
-        run(&all);
-    }
-
-    fn exec(&self, args: &[&str]) {
-        let mut all = vec!["ip", "netns", "exec", &self.name];
-        all.extend_from_slice(args);
-        run(&all);
-    }
-
-    fn nft_command(&self) -> Vec<String> {
-        ["ip", "netns", "exec", &self.name, "nft"].map(String::from).to_vec()
-    }
-
-    fn nft(&self) -> Nft {
-        Nft::new(self.nft_command(), Duration::from_secs(30))
-    }
-
-    fn tables(&self) -> String {
-        let out = std::process::Command::new("ip")
-            .args(["netns", "exec", &self.name, "nft", "list", "tables"])
-            .output()
-            .expect("nft list tables");
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    }
-
-    /// Runs `f` on a thread inside this namespace (sockets it makes stay there).
-    fn enter<T: Send + 'static>(&self, f: impl FnOnce() -> T + Send + 'static) -> std::thread::JoinHandle<T> {
-        let file = File::open(format!("/run/netns/{}", self.name)).expect("netns file");
-        std::thread::spawn(move || {
-            // SAFETY: setns on this thread only, with a valid namespace descriptor.
-            let rc = unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) };
-            assert_eq!(rc, 0, "setns: {}", std::io::Error::last_os_error());
-            f()
-        })
-    }
-}
-
-impl Drop for Netns {
-    fn drop(&mut self) {
-        let _ = std::process::Command::new("ip").args(["netns", "del", &self.name]).output();
-    }
-}
-
-/// TCP servers answering their name, in one namespace, until dropped.
-struct Servers {
-    stop: Arc<AtomicBool>,
-}
-
-impl Servers {
-    fn start(ns: &Netns, addr: &str, ports: &[u16], name: &str) -> Servers {
-        let stop = Arc::new(AtomicBool::new(false));
-        let (stop2, name, addr, ports) = (stop.clone(), name.to_string(), addr.to_string(), ports.to_vec());
-        let (bound_tx, bound) = std::sync::mpsc::channel();
-        ns.enter(move || {
-            let listeners: Vec<TcpListener> = ports
-                .iter()
-                .map(|port| {
-                    let listener = TcpListener::bind((addr.as_str(), *port)).expect("bind");
-                    listener.set_nonblocking(true).expect("nonblocking");
-                    listener
-                })
-                .collect();
-            bound_tx.send(()).expect("test waits");
-            while !stop2.load(Ordering::Relaxed) {
-                let mut idle = true;
-                for listener in &listeners {
-                    if let Ok((mut conn, _)) = listener.accept() {
-                        idle = false;
-                        let _ = conn.set_nonblocking(false);
-                        let _ = conn.write_all(format!("{name}\n").as_bytes());
-                    }
-                }
-                if idle {
-                    std::thread::sleep(Duration::from_millis(2));
-                }
-            }
-        });
-        bound.recv_timeout(Duration::from_secs(5)).expect("servers listening");
-        Servers { stop }
-    }
-}
-
-impl Drop for Servers {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-    }
-}
 
 /// The node, its bridge and three pods serving `PORTS`; the node serves `NODE_PORT`.
 struct Topology {
@@ -201,14 +80,8 @@ impl Topology {
     fn reaches(&self, from: Option<usize>, ip: &str, port: u16) -> bool {
         let ns = from.map_or(&self.node, |i| &self.pods[i]);
         let addr: SocketAddr = format!("{ip}:{port}").parse().expect("address");
-        ns.enter(move || {
-            let Ok(mut conn) = TcpStream::connect_timeout(&addr, Duration::from_millis(700)) else { return false };
-            let _ = conn.set_read_timeout(Some(Duration::from_secs(2)));
-            let mut answer = String::new();
-            conn.read_to_string(&mut answer).is_ok() && !answer.trim().is_empty()
-        })
-        .join()
-        .expect("client thread")
+        let answer = ns.dial(addr, Duration::from_millis(700), Duration::from_secs(2)).join().expect("client thread");
+        answer.is_ok_and(|answer| !answer.trim().is_empty())
     }
 
     /// Checks every (from, to, port, expected) at once (blocked ones wait out the
@@ -464,33 +337,6 @@ async fn port_range_with_end_port() {
     ]);
 }
 
-/// Every sync report of a running enforcer, in order.
-#[derive(Clone, Default)]
-struct History(Arc<parking_lot::Mutex<Vec<Arc<SyncReport>>>>);
-
-impl History {
-    fn collect(running: &NetpolHandle) -> History {
-        let history = History::default();
-        let (mut reports, sink) = (running.reports(), history.clone());
-        tokio::spawn(async move {
-            while reports.changed().await.is_ok() {
-                if let Some(report) = reports.borrow_and_update().clone() {
-                    sink.0.lock().push(report);
-                }
-            }
-        });
-        history
-    }
-
-    fn last_number(&self) -> u64 {
-        self.0.lock().last().map_or(0, |r| r.number)
-    }
-
-    fn since(&self, after: u64) -> Vec<Arc<SyncReport>> {
-        self.0.lock().iter().filter(|r| r.number > after).cloned().collect()
-    }
-}
-
 async fn wait_reach(topology: &Arc<Topology>, what: &str, from: Option<usize>, to: String, port: u16, want: bool) {
     eventually(what, WAIT, || {
         let (topology, to) = (topology.clone(), to.clone());
@@ -578,13 +424,8 @@ async fn runner_follows_policies_pods_and_namespaces() {
     config.nft_command = topology.node.nft_command();
     config.min_sync_interval = Duration::from_millis(50);
     let running = netpol::start(client, config);
-    let history = History::collect(&running);
-    eventually("the first sync", WAIT, || {
-        let first = history.since(0).first().cloned();
-        async move { first }
-    })
-    .await;
-    let first = history.since(0)[0].clone();
+    let history = History::collect(running.reports());
+    let first = history.wait("the first sync", 0, |_| true).await;
     assert_eq!((first.mode, first.error.as_deref(), first.policies), (SyncMode::Full, None, 0), "{}", first.script);
     assert!(topology.reaches(CLIENT, &db_ip(), 80), "no policy, no isolation");
 

@@ -7,12 +7,9 @@
 //! deleted when its guard drops, also when a test fails.
 
 use std::convert::Infallible;
-use std::fs::File;
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::os::fd::AsRawFd;
+use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Node;
@@ -22,6 +19,8 @@ use krate_net::proxy::Nft;
 use krate_testkit::{TestCluster, eventually};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::json;
+
+use crate::netns::{Netns, Servers, server_and_peer};
 
 const WAIT: Duration = Duration::from_secs(30);
 const CLUSTER_CIDR: &str = "10.42.0.0/16";
@@ -33,89 +32,13 @@ const POD_A: &str = "10.42.0.2";
 const POD_B: &str = "10.42.1.2";
 const TABLE: &str = "krate-podnet";
 
-fn output(args: &[&str]) -> std::process::Output {
-    std::process::Command::new(args[0]).args(&args[1..]).output().unwrap_or_else(|e| panic!("{args:?}: {e}"))
+/// Our routes in `ns` (protocol 75), one a line.
+fn podnet_routes(ns: &Netns) -> String {
+    ns.ip(&["-4", "route", "show", "table", "main", "proto", "75"])
 }
 
-fn run(args: &[&str]) -> String {
-    let out = output(args);
-    assert!(out.status.success(), "{args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-/// A network namespace of this test's own, deleted on drop.
-struct Netns {
-    name: String,
-}
-
-impl Netns {
-    fn new(tag: &str) -> Netns {
-        static COUNT: AtomicUsize = AtomicUsize::new(0);
-        let name = format!("kpn{}-{}-{tag}", std::process::id(), COUNT.fetch_add(1, Ordering::Relaxed));
-        let out = std::process::Command::new("ip").args(["netns", "add", &name]).output();
-        match out {
-            Ok(out) if out.status.success() => {}
-            Ok(out) => panic!(
-                "the podnet tests need root and network namespaces, but `ip netns add {name}` failed: {}",
-                String::from_utf8_lossy(&out.stderr).trim()
-            ),
-            Err(e) => panic!("the podnet tests need iproute2's `ip`: {e}"),
-        }
-        let ns = Netns { name };
-        ns.ip(&["link", "set", "lo", "up"]);
-        ns
-    }
-
-    fn ip(&self, args: &[&str]) -> String {
-        let mut all = vec!["ip", "-n", &self.name];
-        all.extend_from_slice(args);
-        run(&all)
-    }
-
-    fn exec(&self, args: &[&str]) -> String {
-        let mut all = vec!["ip", "netns", "exec", &self.name];
-        all.extend_from_slice(args);
-        run(&all)
-    }
-
-    /// Our routes here (protocol 75), one a line.
-    fn podnet_routes(&self) -> String {
-        self.ip(&["-4", "route", "show", "table", "main", "proto", "75"])
-    }
-
-    fn tables(&self) -> String {
-        self.exec(&["nft", "list", "tables"])
-    }
-
-    fn ip_forward(&self) -> String {
-        self.exec(&["cat", "/proc/sys/net/ipv4/ip_forward"]).trim().to_string()
-    }
-
-    /// A veth from here (`name`, `addr`) to `peer` (`peer_name`, `peer_addr`).
-    fn link(&self, name: &str, addr: &str, peer: &Netns, peer_name: &str, peer_addr: &str) {
-        self.ip(&["link", "add", name, "type", "veth", "peer", "name", peer_name, "netns", &peer.name]);
-        self.ip(&["addr", "add", addr, "dev", name]);
-        peer.ip(&["addr", "add", peer_addr, "dev", peer_name]);
-        self.ip(&["link", "set", name, "up"]);
-        peer.ip(&["link", "set", peer_name, "up"]);
-    }
-
-    /// Runs `f` on a thread inside this namespace (sockets it makes stay there).
-    fn enter<T: Send + 'static>(&self, f: impl FnOnce() -> T + Send + 'static) -> std::thread::JoinHandle<T> {
-        let file = File::open(format!("/run/netns/{}", self.name)).expect("netns file");
-        std::thread::spawn(move || {
-            // SAFETY: setns on this thread only, with a valid namespace descriptor.
-            let rc = unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) };
-            assert_eq!(rc, 0, "setns: {}", std::io::Error::last_os_error());
-            f()
-        })
-    }
-}
-
-impl Drop for Netns {
-    fn drop(&mut self) {
-        let _ = std::process::Command::new("ip").args(["netns", "del", &self.name]).output();
-    }
+fn ip_forward(ns: &Netns) -> String {
+    ns.exec(&["cat", "/proc/sys/net/ipv4/ip_forward"]).trim().to_string()
 }
 
 /// Hosts A and B, a pod on each, and an outside host beyond A. Forwarding starts off
@@ -151,53 +74,12 @@ impl Topology {
     }
 }
 
-/// A TCP server answering `NAME PEER` (the client address it saw) and closing.
-struct Server {
-    stop: Arc<AtomicBool>,
-}
-
-impl Server {
-    fn start(ns: &Netns, port: u16, name: &str) -> Server {
-        let stop = Arc::new(AtomicBool::new(false));
-        let (stop2, name) = (stop.clone(), name.to_string());
-        let (bound_tx, bound) = std::sync::mpsc::channel();
-        ns.enter(move || {
-            let listener = TcpListener::bind(("0.0.0.0", port)).expect("bind in netns");
-            listener.set_nonblocking(true).expect("nonblocking");
-            bound_tx.send(()).expect("test waits");
-            while !stop2.load(Ordering::Relaxed) {
-                match listener.accept() {
-                    Ok((mut conn, peer)) => {
-                        let _ = conn.set_nonblocking(false);
-                        let _ = conn.write_all(format!("{name} {}\n", peer.ip()).as_bytes());
-                    }
-                    Err(_) => std::thread::sleep(Duration::from_millis(5)),
-                }
-            }
-        });
-        bound.recv_timeout(Duration::from_secs(5)).expect("server listening");
-        Server { stop }
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-    }
-}
-
 /// Connects from `from` to `addr:8080` and returns the answer's words (server, peer).
 async fn connect(from: &Netns, addr: &str) -> std::io::Result<(String, String)> {
     let addr: SocketAddr = format!("{addr}:8080").parse().expect("address");
-    let thread = from.enter(move || {
-        let mut conn = TcpStream::connect_timeout(&addr, Duration::from_secs(1))?;
-        conn.set_read_timeout(Some(Duration::from_secs(2)))?;
-        let mut answer = String::new();
-        conn.read_to_string(&mut answer)?;
-        let mut words = answer.split_whitespace().map(str::to_string);
-        Ok((words.next().unwrap_or_default(), words.next().unwrap_or_default()))
-    });
-    tokio::task::spawn_blocking(move || thread.join().expect("client thread")).await.expect("join")
+    let thread = from.dial(addr, Duration::from_secs(1), Duration::from_secs(2));
+    let answer = tokio::task::spawn_blocking(move || thread.join().expect("client thread")).await.expect("join")?;
+    Ok(server_and_peer(&answer))
 }
 
 /// Waits until `from` reaches `server` at `addr` and gives the peer address it saw.
@@ -288,8 +170,8 @@ fn cidr(s: &str) -> Ipv4Cidr {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_hosts_route_pods_and_masquerade_leaving_traffic() {
     let t = Topology::new();
-    let _pod_b = Server::start(&t.pod_b, 8080, "pod-b");
-    let _outside = Server::start(&t.outside, 8080, "outside");
+    let _pod_b = Servers::start(&t.pod_b, "0.0.0.0", &[8080], "pod-b");
+    let _outside = Servers::start(&t.outside, "0.0.0.0", &[8080], "outside");
     // A stale route of ours (as after a crash), and someone else's route for a
     // podCIDR a Node will claim.
     t.host_a.ip(&["route", "add", "10.42.9.0/24", "via", HOST_B, "proto", "75"]);
@@ -335,14 +217,14 @@ async fn two_hosts_route_pods_and_masquerade_leaving_traffic() {
     assert!(report.skipped[1].reason.contains("does not own"), "{report:#?}");
     assert!(report.errors.is_empty(), "{report:#?}");
 
-    let routes_a = t.host_a.podnet_routes();
+    let routes_a = podnet_routes(&t.host_a);
     assert!(routes_a.contains(&format!("10.42.1.0/24 via {HOST_B} dev link-b")), "{routes_a}");
     assert!(!routes_a.contains("10.42.9.0"), "the stale route of ours is gone: {routes_a}");
     assert!(!routes_a.contains("10.42.2.0"), "{routes_a}");
     let static_route = t.host_a.ip(&["-4", "route", "show", "10.42.3.0/24"]);
     assert!(static_route.contains("proto static"), "the foreign route is untouched: {static_route}");
     wait_report(&net_b, "B routing to A", |r| r.routes.contains_key(&cidr("10.42.0.0/24"))).await;
-    assert_eq!((t.host_a.ip_forward(), t.host_b.ip_forward()), ("1".into(), "1".into()));
+    assert_eq!((ip_forward(&t.host_a), ip_forward(&t.host_b)), ("1".into(), "1".into()));
     for host in [&t.host_a, &t.host_b] {
         assert!(host.tables().contains(TABLE), "{}", host.tables());
     }
@@ -361,7 +243,7 @@ async fn two_hosts_route_pods_and_masquerade_leaving_traffic() {
         r.routes.get(&cidr("10.42.1.0/24")).is_some_and(|t| t.gateway.to_string() == "172.31.255.3")
     })
     .await;
-    assert!(t.host_a.podnet_routes().contains("10.42.1.0/24 via 172.31.255.3"), "{}", t.host_a.podnet_routes());
+    assert!(podnet_routes(&t.host_a).contains("10.42.1.0/24 via 172.31.255.3"), "{}", podnet_routes(&t.host_a));
     set_internal_ip(&nodes, "podnet-b", HOST_B).await;
     wait_report(&net_a, "A's route via .2 again", |r| {
         r.routes.get(&cidr("10.42.1.0/24")).is_some_and(|t| t.gateway.to_string() == HOST_B)
@@ -373,19 +255,19 @@ async fn two_hosts_route_pods_and_masquerade_leaving_traffic() {
     // next resync; a deleted Node's route goes at once.
     t.host_a.ip(&["route", "del", "10.42.1.0/24", "proto", "75"]);
     eventually("the lost route restored", WAIT, || async {
-        t.host_a.podnet_routes().contains("10.42.1.0/24 via 172.31.255.2").then_some(())
+        podnet_routes(&t.host_a).contains("10.42.1.0/24 via 172.31.255.2").then_some(())
     })
     .await;
     nodes.delete("podnet-b", &DeleteParams::default()).await.expect("delete node");
     wait_report(&net_a, "A's route to B gone", |r| !r.routes.contains_key(&cidr("10.42.1.0/24"))).await;
-    let routes_a = t.host_a.podnet_routes();
+    let routes_a = podnet_routes(&t.host_a);
     assert!(!routes_a.contains("10.42.1.0/24"), "{routes_a}");
     assert!(connect(&t.pod_a, POD_B).await.is_err(), "no route to B's pods any more");
 
     tokio::time::timeout(WAIT, net_a.stop()).await.expect("A stops in time").expect("A stops cleanly");
     tokio::time::timeout(WAIT, net_b.stop()).await.expect("B stops in time").expect("B stops cleanly");
     for host in [&t.host_a, &t.host_b] {
-        assert_eq!(host.podnet_routes().trim(), "", "no routes of ours left");
+        assert_eq!(podnet_routes(host).trim(), "", "no routes of ours left");
         assert!(!host.tables().contains(TABLE), "table removed: {}", host.tables());
     }
     let static_route = t.host_a.ip(&["-4", "route", "show", "10.42.3.0/24"]);
@@ -415,7 +297,7 @@ async fn rules_are_accepted_by_nft_and_rebuilt_in_place() {
     assert!(listed.contains("ip daddr 10.42.0.0/16 accept"), "{listed}");
 
     podnet::enable_ip_forward(&config.ip_forward, Duration::from_secs(10)).await.expect("sysctl");
-    assert_eq!(ns.exec(&["cat", "/proc/sys/net/ipv4/ip_forward"]).trim(), "1");
+    assert_eq!(ip_forward(&ns), "1");
     podnet::cleanup(&config).await.expect("cleanup");
     assert!(!ns.tables().contains(TABLE));
     podnet::cleanup(&config).await.expect("cleanup of nothing is fine");
@@ -454,5 +336,5 @@ async fn node_identity_cannot_list_nodes_and_stop_still_cleans_up() {
     assert!(net.reports().borrow().is_none(), "no sync without the Node list");
     assert_eq!(*net.pod_cidr().borrow(), None);
     tokio::time::timeout(WAIT, net.stop()).await.expect("stops in time").expect("stops cleanly");
-    assert_eq!(ns.podnet_routes().trim(), "", "leftover routes removed");
+    assert_eq!(podnet_routes(&ns).trim(), "", "leftover routes removed");
 }

@@ -5,91 +5,25 @@
 //! pod). Nothing touches the host's own network or nftables; every namespace is
 //! deleted when its guard drops, also when a test fails.
 
-use std::fs::File;
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::os::fd::AsRawFd;
+use std::collections::BTreeSet;
+use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use krate_api::user::UserInfo;
-use krate_net::proxy::{self, Applied, Nft, ProxyConfig, ProxyHandle, Snapshot, SyncMode, SyncReport};
+use krate_net::proxy::{self, Applied, ProxyConfig, Snapshot, SyncMode};
 use krate_testkit::{TestCluster, eventually};
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 
+use crate::history::History;
+use crate::netns::{Netns, Servers, server_and_peer};
+
 const WAIT: Duration = Duration::from_secs(30);
 const NODE_NAME: &str = "node-a";
 const NODE_IP: &str = "10.100.0.1";
-
-fn run(args: &[&str]) {
-    let out = std::process::Command::new(args[0]).args(&args[1..]).output().unwrap_or_else(|e| panic!("{args:?}: {e}"));
-    assert!(out.status.success(), "{args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
-}
-
-/// A network namespace of this test's own, deleted on drop.
-struct Netns {
-    name: String,
-}
-
-impl Netns {
-    fn new(tag: &str) -> Netns {
-        static COUNT: AtomicUsize = AtomicUsize::new(0);
-        let name = format!("kp{}-{}-{tag}", std::process::id(), COUNT.fetch_add(1, Ordering::Relaxed));
-        let out = std::process::Command::new("ip").args(["netns", "add", &name]).output();
-        match out {
-            Ok(out) if out.status.success() => {}
-            Ok(out) => panic!(
-                "the proxy tests need root and network namespaces, but `ip netns add {name}` failed: {}",
-                String::from_utf8_lossy(&out.stderr).trim()
-            ),
-            Err(e) => panic!("the proxy tests need iproute2's `ip`: {e}"),
-        }
-        let ns = Netns { name };
-        ns.ip(&["link", "set", "lo", "up"]);
-        ns
-    }
-
-    fn ip(&self, args: &[&str]) {
-        let mut all = vec!["ip", "-n", &self.name];
-        all.extend_from_slice(args);
-        run(&all);
-    }
-
-    fn exec(&self, args: &[&str]) {
-        let mut all = vec!["ip", "netns", "exec", &self.name];
-        all.extend_from_slice(args);
-        run(&all);
-    }
-
-    fn nft_command(&self) -> Vec<String> {
-        ["ip", "netns", "exec", &self.name, "nft"].map(String::from).to_vec()
-    }
-
-    fn nft(&self) -> Nft {
-        Nft::new(self.nft_command(), Duration::from_secs(30))
-    }
-
-    /// Runs `f` on a thread inside this namespace (sockets it makes stay there).
-    fn enter<T: Send + 'static>(&self, f: impl FnOnce() -> T + Send + 'static) -> std::thread::JoinHandle<T> {
-        let file = File::open(format!("/run/netns/{}", self.name)).expect("netns file");
-        std::thread::spawn(move || {
-            // SAFETY: setns on this thread only, with a valid namespace descriptor.
-            let rc = unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) };
-            assert_eq!(rc, 0, "setns: {}", std::io::Error::last_os_error());
-            f()
-        })
-    }
-}
-
-impl Drop for Netns {
-    fn drop(&mut self) {
-        let _ = std::process::Command::new("ip").args(["netns", "del", &self.name]).output();
-    }
-}
 
 /// The node and its pods. Pod `i` has 10.244.{i+1}.2.
 struct Topology {
@@ -112,12 +46,8 @@ impl Topology {
         let mut out = Topology { node, pods: Vec::new() };
         for i in 0..pods {
             let pod = Netns::new(&format!("pod{i}"));
-            let veth = format!("veth{i}");
-            out.node.ip(&["link", "add", &veth, "type", "veth", "peer", "name", "eth0", "netns", &pod.name]);
-            out.node.ip(&["addr", "add", &format!("10.244.{}.1/24", i + 1), "dev", &veth]);
-            out.node.ip(&["link", "set", &veth, "up"]);
-            pod.ip(&["addr", "add", &format!("10.244.{}.2/24", i + 1), "dev", "eth0"]);
-            pod.ip(&["link", "set", "eth0", "up"]);
+            let (node_end, pod_end) = (format!("10.244.{}.1/24", i + 1), format!("10.244.{}.2/24", i + 1));
+            out.node.link(&format!("veth{i}"), &node_end, &pod, "eth0", &pod_end);
             pod.ip(&["route", "add", "default", "via", &format!("10.244.{}.1", i + 1)]);
             out.pods.push(pod);
         }
@@ -128,67 +58,25 @@ impl Topology {
         format!("10.244.{}.2", i + 1)
     }
 
-    fn nft_tables(&self) -> String {
-        let out = std::process::Command::new("ip")
-            .args(["netns", "exec", &self.node.name, "nft", "list", "tables"])
-            .output()
-            .expect("nft list tables");
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    }
-}
-
-/// A TCP server in a pod answering `NAME PEER` (the client address it saw) and closing.
-struct PodServer {
-    stop: Arc<AtomicBool>,
-}
-
-impl PodServer {
-    fn start(pod: &Netns, port: u16, name: &str) -> PodServer {
-        let stop = Arc::new(AtomicBool::new(false));
-        let (stop2, name) = (stop.clone(), name.to_string());
-        let (bound_tx, bound) = std::sync::mpsc::channel();
-        pod.enter(move || {
-            let listener = TcpListener::bind(("0.0.0.0", port)).expect("bind in pod");
-            listener.set_nonblocking(true).expect("nonblocking");
-            bound_tx.send(()).expect("test waits");
-            while !stop2.load(Ordering::Relaxed) {
-                match listener.accept() {
-                    Ok((mut conn, peer)) => {
-                        let _ = conn.set_nonblocking(false);
-                        let _ = conn.write_all(format!("{name} {}\n", peer.ip()).as_bytes());
-                    }
-                    Err(_) => std::thread::sleep(Duration::from_millis(5)),
-                }
-            }
-        });
-        bound.recv_timeout(Duration::from_secs(5)).expect("pod server listening");
-        PodServer { stop }
-    }
-}
-
-impl Drop for PodServer {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
+    /// A server answering `podI PEER` on port 8080 of each pod.
+    fn serve(&self) -> Vec<Servers> {
+        self.pods
+            .iter()
+            .enumerate()
+            .map(|(i, pod)| Servers::start(pod, "0.0.0.0", &[8080], &format!("pod{i}")))
+            .collect()
     }
 }
 
 /// Connects from `from` to `addr` and returns the answer's words (server, peer).
 fn connect(from: &Netns, addr: &str) -> std::io::Result<(String, String)> {
     let addr: SocketAddr = addr.parse().expect("address");
-    from.enter(move || {
-        let mut conn = TcpStream::connect_timeout(&addr, Duration::from_secs(3))?;
-        conn.set_read_timeout(Some(Duration::from_secs(3)))?;
-        let mut answer = String::new();
-        conn.read_to_string(&mut answer)?;
-        let mut words = answer.split_whitespace().map(str::to_string);
-        Ok((words.next().unwrap_or_default(), words.next().unwrap_or_default()))
-    })
-    .join()
-    .expect("client thread")
+    let answer = from.dial(addr, Duration::from_secs(3), Duration::from_secs(3)).join().expect("client thread")?;
+    Ok(server_and_peer(&answer))
 }
 
 /// Which servers answered `count` connections.
-fn servers_reached(from: &Netns, addr: &str, count: usize) -> std::collections::BTreeSet<String> {
+fn servers_reached(from: &Netns, addr: &str, count: usize) -> BTreeSet<String> {
     (0..count).map(|_| connect(from, addr).unwrap_or_else(|e| panic!("connecting to {addr}: {e}")).0).collect()
 }
 
@@ -238,12 +126,11 @@ fn web_service() -> Service {
 #[tokio::test]
 async fn cluster_ip_and_node_port_spread_over_two_pods() {
     let topology = Topology::new(2);
-    let _servers: Vec<PodServer> =
-        topology.pods.iter().enumerate().map(|(i, pod)| PodServer::start(pod, 8080, &format!("pod{i}"))).collect();
+    let _servers = topology.serve();
     let endpoints = [(Topology::pod_ip(0), NODE_NAME), (Topology::pod_ip(1), "node-b")];
     let config = apply(&topology, &[web_service()], &[slice("web-1", "web", &endpoints)]).await;
 
-    let both: std::collections::BTreeSet<String> = ["pod0", "pod1"].map(String::from).into();
+    let both: BTreeSet<String> = ["pod0", "pod1"].map(String::from).into();
     assert_eq!(servers_reached(&topology.node, "10.96.0.10:80", 40), both, "ClusterIP spread");
     assert_eq!(servers_reached(&topology.node, &format!("{NODE_IP}:30080"), 40), both, "NodePort spread");
     // Any local address takes the node port, the pod-facing one too.
@@ -259,14 +146,14 @@ async fn cluster_ip_and_node_port_spread_over_two_pods() {
     }
 
     proxy::cleanup(&config).await.expect("delete table");
-    assert!(!topology.nft_tables().contains("krate-proxy"));
+    assert!(!topology.node.tables().contains("krate-proxy"));
     assert!(connect(&topology.node, "10.96.0.10:80").is_err(), "no rules, no service");
 }
 
 #[tokio::test]
 async fn services_without_endpoints_are_refused_at_once() {
     let topology = Topology::new(1);
-    let _server = PodServer::start(&topology.pods[0], 8080, "pod0");
+    let _servers = topology.serve();
     let services = [
         web_service(),
         service(
@@ -293,8 +180,7 @@ async fn services_without_endpoints_are_refused_at_once() {
 #[tokio::test]
 async fn client_ip_affinity_sticks_and_local_policy_stays_local() {
     let topology = Topology::new(2);
-    let _servers: Vec<PodServer> =
-        topology.pods.iter().enumerate().map(|(i, pod)| PodServer::start(pod, 8080, &format!("pod{i}"))).collect();
+    let _servers = topology.serve();
     let endpoints = [(Topology::pod_ip(0), NODE_NAME), (Topology::pod_ip(1), "node-b")];
     let services = [
         service(
@@ -317,39 +203,6 @@ async fn client_ip_affinity_sticks_and_local_policy_stays_local() {
     assert_eq!(local, ["pod0".to_string()].into(), "only this node's endpoint");
 }
 
-/// Every sync report of a running proxy, in order (a watch channel keeps only the
-/// latest; syncs are at least 100 ms apart, so the collector sees each one).
-#[derive(Clone, Default)]
-struct History(Arc<parking_lot::Mutex<Vec<Arc<SyncReport>>>>);
-
-impl History {
-    fn collect(running: &ProxyHandle) -> History {
-        let history = History::default();
-        let (mut reports, sink) = (running.reports(), history.clone());
-        tokio::spawn(async move {
-            while reports.changed().await.is_ok() {
-                if let Some(report) = reports.borrow_and_update().clone() {
-                    sink.0.lock().push(report);
-                }
-            }
-        });
-        history
-    }
-
-    /// The first report after `after` (a sync number) that `pred` accepts.
-    async fn wait(&self, what: &str, after: u64, pred: impl Fn(&SyncReport) -> bool) -> Arc<SyncReport> {
-        eventually(what, WAIT, || {
-            let found = self.0.lock().iter().find(|r| r.number > after && pred(r)).cloned();
-            async move { found }
-        })
-        .await
-    }
-
-    fn all(&self) -> Vec<Arc<SyncReport>> {
-        self.0.lock().clone()
-    }
-}
-
 async fn connect_async(topology: &Arc<Topology>, target: &str) -> std::io::Result<(String, String)> {
     let (topology, target) = (topology.clone(), target.to_string());
     tokio::task::spawn_blocking(move || connect(&topology.node, &target)).await.expect("client task")
@@ -362,17 +215,34 @@ async fn wait_reaching(topology: &Arc<Topology>, target: &str, want: &str) {
     .await;
 }
 
-async fn create_service(api: &Api<Service>, name: &str) -> String {
-    // No selector: the endpoints are the test's to list.
-    let made = api
-        .create(
-            &PostParams::default(),
-            &service(name, json!({"ports": [{"name": "http", "port": 80, "targetPort": 8080}]})),
-        )
-        .await
-        .expect("create service");
-    let ip = made.spec.and_then(|s| s.cluster_ip).expect("allocated ClusterIP");
-    format!("{ip}:80")
+/// A real API server, and the `default` namespace's Services and EndpointSlices.
+struct TestApi {
+    server: TestCluster,
+    admin: kube::Client,
+    slices: Api<EndpointSlice>,
+}
+
+impl TestApi {
+    async fn start() -> TestApi {
+        let server = TestCluster::start().await;
+        let admin = server.admin().await;
+        let slices = Api::namespaced(admin.clone(), "default");
+        TestApi { server, admin, slices }
+    }
+
+    /// A Service without a selector (its endpoints are the test's to list); gives its
+    /// ClusterIP:80.
+    async fn create_service(&self, name: &str) -> String {
+        let services: Api<Service> = Api::namespaced(self.admin.clone(), "default");
+        let spec = json!({"ports": [{"name": "http", "port": 80, "targetPort": 8080}]});
+        let made = services.create(&PostParams::default(), &service(name, spec)).await.expect("create service");
+        let ip = made.spec.and_then(|s| s.cluster_ip).expect("allocated ClusterIP");
+        format!("{ip}:80")
+    }
+
+    async fn create_slice(&self, name: &str, service: &str, endpoints: &[(String, &str)]) {
+        self.slices.create(&PostParams::default(), &slice(name, service, endpoints)).await.expect("create slice");
+    }
 }
 
 /// The real runner against a real API server: Services and hand-made EndpointSlices
@@ -382,21 +252,14 @@ async fn create_service(api: &Api<Service>, name: &str) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn runner_follows_the_api_incrementally() {
     let topology = Arc::new(Topology::new(2));
-    let _servers: Vec<PodServer> =
-        topology.pods.iter().enumerate().map(|(i, pod)| PodServer::start(pod, 8080, &format!("pod{i}"))).collect();
-    let cluster = TestCluster::start().await;
-    let client = cluster.admin().await;
-    let services: Api<Service> = Api::namespaced(client.clone(), "default");
-    let slices: Api<EndpointSlice> = Api::namespaced(client.clone(), "default");
-    let web = create_service(&services, "web").await;
-    let empty = create_service(&services, "empty").await;
-    slices
-        .create(&PostParams::default(), &slice("web-manual", "web", &[(Topology::pod_ip(0), NODE_NAME)]))
-        .await
-        .expect("create slice");
+    let _servers = topology.serve();
+    let api = TestApi::start().await;
+    let web = api.create_service("web").await;
+    let empty = api.create_service("empty").await;
+    api.create_slice("web-manual", "web", &[(Topology::pod_ip(0), NODE_NAME)]).await;
 
-    let running = proxy::start(client, config(&topology));
-    let history = History::collect(&running);
+    let running = proxy::start(api.admin.clone(), config(&topology));
+    let history = History::collect(running.reports());
     wait_reaching(&topology, &web, "pod0").await;
     let first = history.all()[0].clone();
     assert_eq!((first.number, first.mode, first.error.as_deref()), (1, SyncMode::Recreate, None), "{}", first.script);
@@ -405,7 +268,7 @@ async fn runner_follows_the_api_incrementally() {
 
     // Move the endpoint to the other pod.
     let moved = slice("web-manual", "web", &[(Topology::pod_ip(1), "node-b")]);
-    slices
+    api.slices
         .patch("web-manual", &PatchParams::default(), &Patch::Merge(json!({"endpoints": moved.endpoints})))
         .await
         .expect("update slice");
@@ -430,7 +293,7 @@ async fn runner_follows_the_api_incrementally() {
     assert!(!listed.contains("10.244.1.2/8080"), "{listed}");
 
     tokio::time::timeout(WAIT, running.stop()).await.expect("stops in time").expect("stops cleanly");
-    assert!(!topology.nft_tables().contains("krate-proxy"), "table removed: {}", topology.nft_tables());
+    assert!(!topology.node.tables().contains("krate-proxy"), "table removed: {}", topology.node.tables());
 }
 
 /// A failed sync is retried: a failed rebuild by rebuilding, a failed partial sync by
@@ -439,19 +302,13 @@ async fn runner_follows_the_api_incrementally() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn failed_syncs_are_retried_in_full() {
     let topology = Arc::new(Topology::new(1));
-    let _server = PodServer::start(&topology.pods[0], 8080, "pod0");
-    let cluster = TestCluster::start().await;
-    let client = cluster.admin().await;
-    let services: Api<Service> = Api::namespaced(client.clone(), "default");
-    let slices: Api<EndpointSlice> = Api::namespaced(client.clone(), "default");
-    let web = create_service(&services, "web").await;
-    slices
-        .create(&PostParams::default(), &slice("web-manual", "web", &[(Topology::pod_ip(0), NODE_NAME)]))
-        .await
-        .expect("create slice");
+    let _servers = topology.serve();
+    let api = TestApi::start().await;
+    let web = api.create_service("web").await;
+    api.create_slice("web-manual", "web", &[(Topology::pod_ip(0), NODE_NAME)]).await;
 
     // The proxy as upstream's kube-proxy identity: system:node-proxier's grants suffice.
-    let proxy_client = cluster.client_as(UserInfo::component("system:kube-proxy"));
+    let proxy_client = api.server.client_as(UserInfo::component("system:kube-proxy"));
     let dir = tempfile::tempdir().expect("temp dir");
     let flag = dir.path().join("nft-works");
     let mut config = config(&topology);
@@ -462,7 +319,7 @@ async fn failed_syncs_are_retried_in_full() {
     config.nft_command = vec!["sh".into(), "-c".into(), wrapper, flag.display().to_string()];
     config.retry_interval = Duration::from_millis(300);
     let running = proxy::start(proxy_client, config);
-    let history = History::collect(&running);
+    let history = History::collect(running.reports());
 
     let failed = history.wait("a failed first sync", 0, |r| r.error.is_some()).await;
     assert_eq!(failed.mode, SyncMode::Recreate);
@@ -473,11 +330,8 @@ async fn failed_syncs_are_retried_in_full() {
     wait_reaching(&topology, &web, "pod0").await;
 
     std::fs::remove_file(&flag).expect("flag");
-    let other = create_service(&services, "other").await;
-    slices
-        .create(&PostParams::default(), &slice("other-manual", "other", &[(Topology::pod_ip(0), NODE_NAME)]))
-        .await
-        .expect("create slice");
+    let other = api.create_service("other").await;
+    api.create_slice("other-manual", "other", &[(Topology::pod_ip(0), NODE_NAME)]).await;
     let failed = history.wait("a failed partial sync", rebuilt.number, |r| r.error.is_some()).await;
     assert_eq!(failed.mode, SyncMode::Partial, "{}", failed.script);
     std::fs::write(&flag, "").expect("flag");
@@ -487,5 +341,5 @@ async fn failed_syncs_are_retried_in_full() {
     wait_reaching(&topology, &web, "pod0").await;
 
     tokio::time::timeout(WAIT, running.stop()).await.expect("stops in time").expect("stops cleanly");
-    assert!(!topology.nft_tables().contains("krate-proxy"));
+    assert!(!topology.node.tables().contains("krate-proxy"));
 }
