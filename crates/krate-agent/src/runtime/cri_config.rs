@@ -33,7 +33,11 @@ pub fn parse_resolv_conf(text: &str) -> cri::DnsConfig {
         let mut words = line.split_whitespace();
         match words.next() {
             Some("nameserver") => dns.servers.extend(words.next().map(String::from)),
-            Some("search") | Some("domain") => dns.searches = words.map(String::from).collect(),
+            // As the kubelet: "." (the root, meaning no search) is dropped, and trailing
+            // dots go, so "search ." gives pods only the cluster's own search path.
+            Some("search") | Some("domain") => {
+                dns.searches = words.filter(|w| *w != ".").map(|w| w.trim_end_matches('.').to_string()).collect()
+            }
             Some("options") => dns.options.extend(words.map(String::from)),
             _ => {}
         }
@@ -304,5 +308,13 @@ mod tests {
         let r = resources(&p.spec.unwrap().containers[0]);
         assert_eq!((r.cpu_shares, r.cpu_quota, r.cpu_period), (256, 50_000, 100_000));
         assert_eq!(r.memory_limit_in_bytes, 64 * 1024 * 1024);
+    }
+
+    #[test]
+    fn a_root_search_domain_is_dropped_as_the_kubelet_does() {
+        let dns = parse_resolv_conf("nameserver 192.0.2.53\nsearch . example.com.\noptions ndots:2\n");
+        assert_eq!(dns.servers, ["192.0.2.53"]);
+        assert_eq!(dns.searches, ["example.com"]);
+        assert!(parse_resolv_conf("search .\n").searches.is_empty());
     }
 }
